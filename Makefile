@@ -1,0 +1,30 @@
+# The two quick-start commands:  make demo   and   make test
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test test-fast bench-quick clean
+
+$(BIN)/intune-flow: pyproject.toml constraints.txt
+	@command -v uv >/dev/null 2>&1 || $(PY) -m pip install -q uv
+	uv venv -q --allow-existing -p $(PY) $(VENV)
+	uv pip install -q -p $(BIN)/python --find-links "$${PIP_FIND_LINKS:-/opt/wheels}" \
+		-c constraints.txt -e ".[all,test]"
+	@touch $@
+
+setup: $(BIN)/intune-flow
+
+demo: setup  ## the nightly retraining demo, run twice: the second night hits the cache
+	$(BIN)/intune-flow demo
+
+test: setup  ## the whole test suite, slow cases included
+	$(BIN)/python -m pytest -q
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow"
+
+bench-quick: setup
+	$(BIN)/intune-flow bench --quick
+
+clean:
+	rm -rf $(VENV) .intune_flow

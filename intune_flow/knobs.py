@@ -1,0 +1,247 @@
+"""Knobs: the tunable parameters a pipeline factory declares where it uses them.
+
+A factory receives a :class:`Knobs` object and asks it for values::
+
+    def pipeline(knobs, files):
+        ds = tf.data.Dataset.from_tensor_slices(files)
+        ds = ds.interleave(tf.data.TFRecordDataset,
+                           cycle_length=knobs.parallelism("read", max=32),
+                           num_parallel_calls=knobs.parallelism("read"))
+        ...
+
+Building the factory once with a recording :class:`Knobs` discovers the
+:class:`KnobSpace`; building it with a config returns the config's values.
+A config is a plain ``dict[str, int]``; the value :data:`AUTOTUNE` (-1, the
+same as ``tf.data.AUTOTUNE``) hands the knob to the framework's own tuner.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from .errors import KnobError
+
+AUTOTUNE = -1
+"""Config value meaning "let the framework decide" (equals ``tf.data.AUTOTUNE``)."""
+
+KINDS = ("parallelism", "buffer", "threads")
+DEFAULT_MAX = {"parallelism": 64, "buffer": 64, "threads": 256}
+
+# Values the tuner steps through: roughly geometric, so one step is a sensible
+# move on 2 cores and on 128 alike.
+_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+
+Config = dict[str, int]
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One tunable integer: a stage's parallelism, a buffer size or a thread-pool size."""
+
+    name: str
+    kind: str
+    min: int
+    max: int
+    default: int
+
+    def grid(self) -> tuple[int, ...]:
+        """The values one tuning step moves between, ``min`` and ``max`` included."""
+        inner = [v for v in _GRID if self.min < v < self.max]
+        return tuple(sorted({self.min, *inner, self.max}))
+
+    def step(self, value: int, direction: int) -> int:
+        """The grid value ``direction`` (+1/-1) steps from ``value``, clamped to the bounds."""
+        grid = self.grid()
+        if direction > 0:
+            return next((v for v in grid if v > value), self.max)
+        return next((v for v in reversed(grid) if v < value), self.min)
+
+    def clamp(self, value: int) -> int:
+        return max(self.min, min(self.max, int(value)))
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "min": self.min, "max": self.max,
+                "default": self.default}
+
+
+@dataclass(frozen=True)
+class KnobSpace:
+    """The knobs a factory declared, in declaration order."""
+
+    knobs: tuple[Knob, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(k.name for k in self.knobs)
+
+    def __len__(self) -> int:
+        return len(self.knobs)
+
+    def __iter__(self):
+        return iter(self.knobs)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.names
+
+    def __getitem__(self, name: str) -> Knob:
+        for knob in self.knobs:
+            if knob.name == name:
+                return knob
+        raise KnobError(f"unknown knob {name!r}; this pipeline declares {list(self.names)}")
+
+    def with_knob(self, knob: Knob) -> "KnobSpace":
+        return KnobSpace(self.knobs + (knob,))
+
+    # -- configs -----------------------------------------------------------------
+    def defaults(self) -> Config:
+        return {k.name: k.default for k in self.knobs}
+
+    def ones(self) -> Config:
+        """Every knob at its minimum (1 unless the factory said otherwise): the naive baseline."""
+        return {k.name: k.min for k in self.knobs}
+
+    def autotune(self) -> Config:
+        """Every knob handed to the framework's own tuner (tf.data AUTOTUNE)."""
+        return {k.name: AUTOTUNE for k in self.knobs}
+
+    def validate(self, config: Mapping[str, int], *, partial: bool = False) -> Config:
+        """Check a config against the space; return a complete copy (missing knobs at default).
+
+        Raises :class:`KnobError` naming the offending knob and the allowed range.
+        """
+        if not isinstance(config, Mapping):
+            raise KnobError(f"a config is a dict of knob name to int, got {type(config).__name__}")
+        unknown = [n for n in config if n not in self.names]
+        if unknown:
+            raise KnobError(
+                f"config names unknown knob(s) {unknown}; this pipeline declares "
+                f"{list(self.names)}. Fix the name or declare the knob in the factory.")
+        out = self.defaults()
+        for name, value in config.items():
+            knob = self[name]
+            if isinstance(value, bool) or not isinstance(value, int):
+                try:
+                    if isinstance(value, bool) or int(value) != float(value):
+                        raise ValueError
+                    value = int(value)
+                except (TypeError, ValueError):
+                    raise KnobError(f"knob {name!r} needs an integer, got {value!r}") from None
+            if value != AUTOTUNE and not knob.min <= value <= knob.max:
+                raise KnobError(
+                    f"knob {name!r}={value} is outside its bounds [{knob.min}, {knob.max}]; "
+                    f"use a value in range or AUTOTUNE (-1)")
+            out[name] = int(value)
+        if partial:
+            return {n: out[n] for n in config}
+        return out
+
+    def concretize(self, config: Mapping[str, int], cpu_budget: float) -> Config:
+        """Replace AUTOTUNE values by the concrete value the framework would start from."""
+        cores = max(1, int(round(cpu_budget)))
+        out = {}
+        for knob in self.knobs:
+            value = config.get(knob.name, knob.default)
+            if value == AUTOTUNE:
+                value = {"parallelism": cores, "threads": cores, "buffer": 2}[knob.kind]
+            out[knob.name] = knob.clamp(value)
+        return out
+
+    # -- identity ------------------------------------------------------------------
+    def to_json(self) -> list[dict]:
+        return [k.to_dict() for k in self.knobs]
+
+    @classmethod
+    def from_json(cls, data: Iterable[Mapping]) -> "KnobSpace":
+        try:
+            return cls(tuple(Knob(name=str(d["name"]), kind=str(d["kind"]), min=int(d["min"]),
+                                  max=int(d["max"]), default=int(d["default"])) for d in data))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise KnobError(f"malformed knob space: {exc}") from None
+
+    def fingerprint(self) -> str:
+        """Hash of names, kinds and bounds (not defaults: changing a default keeps cached configs valid)."""
+        ident = [[k.name, k.kind, k.min, k.max] for k in self.knobs]
+        return hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:16]
+
+
+def _check_bound(name: str, what: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise KnobError(f"knob {name!r}: {what} must be an integer, got {value!r}")
+    return value
+
+
+class Knobs:
+    """Handed to a pipeline factory: declare a knob and get its value in one call.
+
+    ``Knobs()`` records declarations (discovery) and returns defaults;
+    ``Knobs(config)`` returns the config's values. A knob declared twice must use
+    the same bounds; a repeat may omit them (``knobs.parallelism("read")``).
+    """
+
+    def __init__(self, config: Mapping[str, int] | None = None):
+        self._config = dict(config or {})
+        self._declared: dict[str, Knob] = {}
+
+    @property
+    def space(self) -> KnobSpace:
+        """The knobs declared so far."""
+        return KnobSpace(tuple(self._declared.values()))
+
+    @property
+    def config(self) -> Config:
+        """The values handed out so far, by knob name."""
+        return {n: self._config.get(n, k.default) for n, k in self._declared.items()}
+
+    def parallelism(self, name: str, *, min: int | None = None, max: int | None = None,
+                    default: int | None = None) -> int:
+        """Number of parallel calls/workers of a stage (tf.data ``num_parallel_calls``, ``cycle_length``, torchdata workers)."""
+        return self._declare(name, "parallelism", min, max, default)
+
+    def buffer(self, name: str, *, min: int | None = None, max: int | None = None,
+               default: int | None = None) -> int:
+        """Number of elements a buffer holds (prefetch, shuffle-free queues)."""
+        return self._declare(name, "buffer", min, max, default)
+
+    def threads(self, name: str, *, min: int | None = None, max: int | None = None,
+                default: int | None = None) -> int:
+        """Size of a thread pool (e.g. tf.data's private thread pool)."""
+        return self._declare(name, "threads", min, max, default)
+
+    def _declare(self, name, kind, lo, hi, default) -> int:
+        if not isinstance(name, str) or not name:
+            raise KnobError(f"a knob name must be a non-empty string, got {name!r}")
+        known = self._declared.get(name)
+        if known is not None:
+            if known.kind != kind:
+                raise KnobError(f"knob {name!r} is declared as {known.kind} and as {kind}; "
+                                "give the two knobs different names")
+            for what, given, have in (("min", lo, known.min), ("max", hi, known.max),
+                                      ("default", default, known.default)):
+                if given is not None and given != have:
+                    raise KnobError(
+                        f"knob {name!r} is declared twice with different {what} ({have} and "
+                        f"{given}); declare the bounds once and repeat just the name")
+            return self._value(known)
+        lo = 1 if lo is None else _check_bound(name, "min", lo)
+        hi = DEFAULT_MAX[kind] if hi is None else _check_bound(name, "max", hi)
+        if lo < 1:
+            raise KnobError(f"knob {name!r}: min must be at least 1, got {lo}")
+        if lo > hi:
+            raise KnobError(f"knob {name!r}: min ({lo}) is greater than max ({hi}); swap them")
+        if default is None:
+            default = lo
+        default = _check_bound(name, "default", default)
+        if default != AUTOTUNE and not lo <= default <= hi:
+            raise KnobError(f"knob {name!r}: default {default} is outside [{lo}, {hi}]")
+        knob = Knob(name=name, kind=kind, min=lo, max=hi, default=default)
+        self._declared[name] = knob
+        return self._value(knob)
+
+    def _value(self, knob: Knob) -> int:
+        value = self._config.get(knob.name, knob.default)
+        if value != AUTOTUNE and not knob.min <= value <= knob.max:
+            raise KnobError(f"knob {knob.name!r}={value} is outside [{knob.min}, {knob.max}]")
+        return value

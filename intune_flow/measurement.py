@@ -1,0 +1,44 @@
+"""What one measurement of one config reports: the currency of the tuner, baselines and benchmarks."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+STATUS_OK = "ok"
+STATUS_OOM = "oom"          # RSS passed the RAM budget; the window was cut short
+STATUS_ERROR = "error"      # the pipeline raised while building or iterating
+STATUS_TIMEOUT = "timeout"  # no element arrived within the step timeout
+STATUS_EMPTY = "empty"      # the pipeline ended before the window could be measured
+
+
+@dataclass
+class Measurement:
+    """Throughput and resource use of one config over one measurement window.
+
+    ``throughput`` is records/s when the batch size is known, else elements/s:
+    the one number the tuner maximizes.
+    """
+
+    config: dict[str, int]
+    throughput: float = 0.0
+    elements_per_s: float = 0.0
+    records_per_s: float = 0.0
+    spread: float = 0.0             # (max - min) / median over sub-windows
+    cpu_util: float = 0.0           # process CPU seconds / (wall seconds * cpu budget)
+    peak_rss: int = 0               # bytes, peak over the window
+    seconds: float = 0.0            # wall (or simulated) seconds this measurement cost
+    status: str = STATUS_OK
+    error: str | None = None
+    stage_signals: dict[str, float] = field(default_factory=dict)  # per-knob, 0..1 where known
+
+    @property
+    def ok(self) -> bool:
+        return self.status == STATUS_OK
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Measurement":
+        fields = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in fields})

@@ -1,0 +1,106 @@
+"""What this process may actually use: cores (cgroup quota and affinity aware) and RAM."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import psutil
+
+DEFAULT_RAM_FRACTION = 0.5
+"""Default RAM budget: this fraction of the memory available when tuning starts (tf.data's own default)."""
+
+RSS_MARGIN = 0.10
+"""Tuning keeps the process under ``ram_budget * (1 + RSS_MARGIN)``: the probe samples RSS and stops early."""
+
+
+def _cgroup_cpu_limit() -> float | None:
+    """CPU limit from cgroup v2 ``cpu.max`` or v1 ``cfs_quota/period``; None when unlimited."""
+    v2 = Path("/sys/fs/cgroup/cpu.max")
+    try:
+        if v2.exists():
+            quota, period = v2.read_text().split()[:2]
+            if quota != "max":
+                return int(quota) / int(period)
+            return None
+        q = Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")
+        p = Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us")
+        if q.exists() and p.exists():
+            quota = int(q.read_text())
+            if quota > 0:
+                return quota / int(p.read_text())
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def usable_cpus() -> float:
+    """Cores this process may run on: min of CPU affinity and the cgroup quota."""
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        affinity = os.cpu_count() or 1
+    limit = _cgroup_cpu_limit()
+    return float(min(affinity, limit)) if limit else float(affinity)
+
+
+def _cgroup_memory_limit() -> int | None:
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text != "max" and int(text) < 1 << 60:
+            return int(text)
+    return None
+
+
+def available_ram() -> int:
+    """Bytes available to this process now: system available memory, capped by the cgroup limit."""
+    avail = psutil.virtual_memory().available
+    limit = _cgroup_memory_limit()
+    if limit:
+        avail = min(avail, max(0, limit - current_rss()))
+    return int(avail)
+
+
+def default_ram_budget() -> int:
+    """The RAM budget when none is given: current RSS plus DEFAULT_RAM_FRACTION of available memory."""
+    return int(current_rss() + DEFAULT_RAM_FRACTION * available_ram())
+
+
+def current_rss() -> int:
+    """Resident set size of this process, in bytes."""
+    return psutil.Process().memory_info().rss
+
+
+def hardware_class(cpu_budget: float | None = None, ram_budget: int | None = None) -> str:
+    """A coarse machine class for cache keys: usable cores and a power-of-two RAM bucket."""
+    cores = usable_cpus() if cpu_budget is None else cpu_budget
+    ram = default_ram_budget() if ram_budget is None else ram_budget
+    gib_bucket = 2 ** max(0, math.floor(math.log2(max(ram, 1) / 2**30))) if ram >= 2**30 else 0
+    return f"cpu{cores:g}-ram{gib_bucket}g"
+
+
+def parse_bytes(value) -> int:
+    """``'4GiB'``, ``'512M'``, ``'2g'`` or an int number of bytes -> bytes."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a memory size: {value!r}")
+    if isinstance(value, (int, float)):
+        if value <= 0:
+            raise ValueError(f"memory size must be positive, got {value!r}")
+        return int(value)
+    text = str(value).strip().lower().replace(" ", "")
+    units = {"": 1, "b": 1, "k": 2**10, "kb": 10**3, "kib": 2**10, "m": 2**20, "mb": 10**6,
+             "mib": 2**20, "g": 2**30, "gb": 10**9, "gib": 2**30, "t": 2**40, "tb": 10**12,
+             "tib": 2**40}
+    num = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = text[len(num):]
+    try:
+        n = float(num)
+    except ValueError:
+        raise ValueError(f"not a memory size: {value!r} (use e.g. 4GiB, 512MB or bytes)") from None
+    if unit not in units or n <= 0:
+        raise ValueError(f"not a memory size: {value!r} (use e.g. 4GiB, 512MB or bytes)")
+    return int(n * units[unit])

@@ -1,0 +1,51 @@
+"""Test session setup: hermetic homes and temp dirs, set before any library is imported.
+
+Every library that writes outside the project (Airflow, Keras, Metaflow, matplotlib,
+XDG caches, seaweedfs sockets in the temp dir) is pointed into one session directory
+that is removed at the end. torch is imported first: Metaflow/Airflow patch ``typing``
+in a way that breaks a later ``import torch`` (Netflix/metaflow#2462).
+"""
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+_ROOT = Path(tempfile.mkdtemp(prefix="intune-flow-tests-"))
+_ENV = {
+    "HOME": _ROOT / "home",
+    "TMPDIR": _ROOT / "tmp",
+    "AIRFLOW_HOME": _ROOT / "airflow",
+    "KERAS_HOME": _ROOT / "keras",
+    "METAFLOW_HOME": _ROOT / "metaflow_home",
+    "METAFLOW_CLIENT_CACHE_PATH": _ROOT / "metaflow_client",
+    "METAFLOW_DATASTORE_SYSROOT_LOCAL": _ROOT / "metaflow_datastore",
+    "MPLCONFIGDIR": _ROOT / "mpl",
+    "XDG_CACHE_HOME": _ROOT / "xdg_cache",
+    "XDG_CONFIG_HOME": _ROOT / "xdg_config",
+    "XDG_DATA_HOME": _ROOT / "xdg_data",
+    "INTUNE_FLOW_CACHE": _ROOT / "intune_cache",
+    "INTUNE_FLOW_DATA_DIR": _ROOT / "intune_data",
+}
+for _name, _path in _ENV.items():
+    _path.mkdir(parents=True, exist_ok=True)
+    os.environ[_name] = str(_path)
+os.environ.update({
+    "USERNAME": "intune-tests",
+    "METAFLOW_DEFAULT_DATASTORE": "local",
+    "METAFLOW_DEFAULT_METADATA": "local",
+    "TF_CPP_MIN_LOG_LEVEL": "2",
+    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    "AIRFLOW__CORE__UNIT_TEST_MODE": "True",
+})
+for _secret in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+    os.environ.pop(_secret, None)
+tempfile.tempdir = None  # re-read TMPDIR
+
+import torch  # noqa: E402,F401  (must precede metaflow/airflow imports)
+
+pytest_plugins = ["tests.fixtures"]
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(_ROOT, ignore_errors=True)
