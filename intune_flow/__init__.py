@@ -1,0 +1,31 @@
+"""intune_flow: reinforcement-learning tuning of DLRM input pipelines.
+
+``import intune_flow`` is light: TensorFlow, torch, boto3 and the workflow engines are
+imported only when the piece that needs them is used.
+"""
+
+from importlib import import_module
+
+from .errors import CacheError, IntuneError, KnobError, PipelineError, TuningError
+from .knobs import AUTOTUNE, Knob, Knobs, KnobSpace
+from .measurement import Measurement
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "tune": ".tune",
+    "TuneResult": ".result",
+    "Pipeline": ".pipeline",
+    "probe": ".probe",
+    "get_cache": ".cache",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module 'intune_flow' has no attribute {name!r}")
+
+
+__all__ = ["AUTOTUNE", "CacheError", "IntuneError", "Knob", "KnobError", "KnobSpace", "Knobs",
+           "Measurement", "PipelineError", "TuningError", "__version__", *_LAZY]

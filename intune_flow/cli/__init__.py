@@ -9,7 +9,7 @@ import sys
 from ..errors import IntuneError
 
 # module name -> one-line help; each module defines register(subparsers) -> None
-SUBCOMMANDS = ("data", "tune", "cache", "pretrain", "bench", "demo")
+SUBCOMMANDS = ("data", "probe", "tune", "cache", "pretrain", "bench", "demo")
 
 
 def build_parser() -> argparse.ArgumentParser:
