@@ -9,7 +9,7 @@ $(BIN)/intune-flow: pyproject.toml constraints.txt
 	@command -v uv >/dev/null 2>&1 || $(PY) -m pip install -q uv
 	uv venv -q --allow-existing -p $(PY) $(VENV)
 	uv pip install -q -p $(BIN)/python --find-links "$${PIP_FIND_LINKS:-/opt/wheels}" \
-		-c constraints.txt -e ".[all,test]"
+		-c constraints.txt --config-settings editable_mode=compat -e ".[all,test]"
 	@touch $@
 
 setup: $(BIN)/intune-flow
