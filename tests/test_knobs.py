@@ -1,0 +1,96 @@
+"""Knob declaration, knob spaces and configs: the contract every pipeline factory relies on."""
+
+import pytest
+
+from intune_flow.errors import KnobError
+from intune_flow.knobs import AUTOTUNE, Knob, Knobs, KnobSpace
+
+
+def _factory(knobs):
+    read = knobs.parallelism("read", max=32)
+    assert knobs.parallelism("read") == read  # a repeat may omit the bounds
+    knobs.parallelism("parse", max=16, default=2)
+    knobs.buffer("prefetch", max=64)
+    return read
+
+
+def test_discovery_records_each_knob_once_in_declaration_order():
+    knobs = Knobs()
+    _factory(knobs)
+    assert knobs.space.names == ("read", "parse", "prefetch")
+    assert knobs.space["parse"] == Knob("parse", "parallelism", 1, 16, 2)
+    assert knobs.config == {"read": 1, "parse": 2, "prefetch": 1}
+
+
+def test_build_mode_hands_out_config_values():
+    knobs = Knobs({"read": 12, "prefetch": AUTOTUNE})
+    assert _factory(knobs) == 12
+    assert knobs.config == {"read": 12, "parse": 2, "prefetch": AUTOTUNE}
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"min": 4, "max": 2}, "greater than max"),
+    ({"max": 2.5}, "must be an integer"),
+    ({"min": "1"}, "must be an integer"),
+    ({"min": 0}, "at least 1"),
+    ({"max": 8, "default": 9}, "outside"),
+])
+def test_bad_bounds_name_the_problem(kwargs, message):
+    with pytest.raises(KnobError, match=message):
+        Knobs().parallelism("read", **kwargs)
+
+
+def test_conflicting_redeclaration_is_an_error():
+    knobs = Knobs()
+    knobs.parallelism("read", max=32)
+    with pytest.raises(KnobError, match="different max"):
+        knobs.parallelism("read", max=16)
+    with pytest.raises(KnobError, match="declared as parallelism and as buffer"):
+        knobs.buffer("read")
+
+
+def _space():
+    knobs = Knobs()
+    _factory(knobs)
+    return knobs.space
+
+
+def test_validate_rejects_unknown_knobs_and_out_of_range_values():
+    space = _space()
+    with pytest.raises(KnobError, match=r"unknown knob.*\['raed'\].*declares"):
+        space.validate({"raed": 4})
+    with pytest.raises(KnobError, match="outside its bounds"):
+        space.validate({"read": 33})
+    with pytest.raises(KnobError, match="needs an integer"):
+        space.validate({"read": "four"})
+    assert space.validate({"read": "4"}) == {"read": 4, "parse": 2, "prefetch": 1}
+    assert space.validate({"read": AUTOTUNE})["read"] == AUTOTUNE
+
+
+def test_baseline_configs():
+    space = _space()
+    assert space.ones() == {"read": 1, "parse": 1, "prefetch": 1}
+    assert set(space.autotune().values()) == {AUTOTUNE}
+    concrete = space.concretize(space.autotune(), cpu_budget=8)
+    assert concrete == {"read": 8, "parse": 8, "prefetch": 2}
+
+
+def test_grid_steps_are_geometric_and_clamped():
+    knob = Knob("read", "parallelism", 1, 32, 1)
+    assert knob.grid()[:6] == (1, 2, 3, 4, 6, 8)
+    assert knob.step(32, +1) == 32 and knob.step(1, -1) == 1
+    assert knob.step(5, +1) == 6 and knob.step(5, -1) == 4
+    odd = Knob("x", "buffer", 3, 10, 3)
+    assert odd.grid() == (3, 4, 6, 8, 10)
+
+
+def test_space_fingerprint_depends_on_bounds_not_defaults():
+    space = _space()
+    same = KnobSpace.from_json(space.to_json())
+    assert same == space and same.fingerprint() == space.fingerprint()
+    moved_default = KnobSpace(tuple(Knob(k.name, k.kind, k.min, k.max, k.max) for k in space))
+    assert moved_default.fingerprint() == space.fingerprint()
+    wider = KnobSpace(tuple(Knob(k.name, k.kind, k.min, k.max * 2, k.default) for k in space))
+    assert wider.fingerprint() != space.fingerprint()
+    with pytest.raises(KnobError, match="malformed"):
+        KnobSpace.from_json([{"name": "x"}])
