@@ -48,3 +48,17 @@ def s3_outage(s3_server):
     yield s3_server
     if not s3_server.running:
         s3_server.start()
+
+
+@pytest.fixture(params=["local", "memory", "s3"])
+def cache_backend(request, tmp_path):
+    """One cache of each backend in turn: a local dir, memory, and a bucket on the S3 server."""
+    from intune_flow.cache import LocalCache, MemoryCache
+    from intune_flow.cache.s3 import S3Cache
+
+    if request.param == "local":
+        return LocalCache(tmp_path / "cache")
+    if request.param == "memory":
+        return MemoryCache()
+    server = request.getfixturevalue("s3_server")
+    return S3Cache(server.make_bucket(), "intune", client=server.client())
