@@ -1,0 +1,102 @@
+"""8 processes writing one key at once, locally and on S3: one consistent record, the best one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from intune_flow.cache import get_cache
+from intune_flow.cache.records import RecordError, decode, read
+from intune_flow.cache.s3 import S3Cache
+from tests.test_cache_records import make_record
+
+ROOT = Path(__file__).resolve().parents[1]
+WRITERS = 8
+ROUNDS = 6
+
+WORKER = textwrap.dedent("""
+    import os, random, sys, time
+    from pathlib import Path
+    from intune_flow.cache import get_cache
+    from intune_flow.cache.records import write_best
+    from tests.test_cache_records import make_record
+
+    uri, wid, go = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
+    cache = get_cache(uri)
+    rounds = list(range(%(rounds)d))
+    random.Random(wid).shuffle(rounds)
+    while not go.exists():
+        time.sleep(0.005)
+    for r in rounds:
+        # throughput identifies (writer, round): config read=wid+1, prefetch=r+1
+        tp = 1000.0 * (r + 1) + wid
+        out = write_best(cache, make_record(tp, config={"read": wid + 1, "prefetch": r + 1}))
+        print(wid, r, out.action, out.attempts, flush=True)
+""") % {"rounds": ROUNDS}
+
+
+def race(uri: str, tmp_path: Path, cache, env: dict | None = None) -> list[str]:
+    go = tmp_path / "go"
+    child_env = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, uri, str(i), str(go)], cwd=ROOT,
+                              env=child_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for i in range(WRITERS)]
+    time.sleep(3.0)  # let the interpreters import, so the writers really start together
+    go.touch()
+    # a reader polling during the race must only ever see whole, valid records
+    bad_reads = 0
+    try:
+        while any(p.poll() is None for p in procs):
+            found = cache.get(str(make_record().key))
+            if found is not None:
+                try:
+                    decode(found[0])
+                except RecordError:
+                    bad_reads += 1
+            time.sleep(0.005)
+        outs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+    assert bad_reads == 0
+    return [line for out, _ in outs for line in out.splitlines()]
+
+
+def check_final(cache, lines):
+    assert len(lines) == WRITERS * ROUNDS
+    best = 1000.0 * ROUNDS + (WRITERS - 1)
+    rec = read(cache, make_record().key).record
+    assert rec is not None
+    assert rec.throughput == best
+    wid, rnd = rec.config["read"] - 1, rec.config["prefetch"] - 1
+    assert 1000.0 * (rnd + 1) + wid == rec.throughput       # the record is internally consistent
+    assert cache.list(make_record().key.family) == [str(make_record().key)]  # nothing quarantined
+    assert sum(line.split()[2] == "created" for line in lines) == 1
+
+
+@pytest.mark.slow
+def test_eight_processes_local(tmp_path):
+    uri = str(tmp_path / "cache")
+    lines = race(uri, tmp_path, get_cache(uri))
+    check_final(get_cache(uri), lines)
+    leftovers = [p for p in (tmp_path / "cache").rglob(".tmp-*")]
+    assert leftovers == []
+
+
+@pytest.mark.slow
+def test_eight_processes_s3(tmp_path, s3_server):
+    bucket = s3_server.make_bucket()
+    uri = f"s3://{bucket}/race"
+    cache = S3Cache(bucket, "race", client=s3_server.client())
+    lines = race(uri, tmp_path, cache, env=s3_server.env())
+    check_final(cache, lines)
