@@ -10,6 +10,7 @@ _LAZY = {
     "InTuneOperator": ".operator",
     "intune_task": ".decorators",
     "IntuneContext": ".decorators",
+    "task_intune": ".decorators",
     "get_provider_info": ".provider",
 }
 

@@ -28,6 +28,6 @@ def get_provider_info() -> dict:
         }],
         "task-decorators": [{
             "name": "intune",
-            "class-name": "intune_flow.airflow.decorators.intune_task",
+            "class-name": "intune_flow.airflow.decorators.task_intune",
         }],
     }

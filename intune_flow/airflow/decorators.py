@@ -1,0 +1,150 @@
+"""``@intune_task``: tune, then train, in one TaskFlow task on one worker.
+
+Stack it under (or over) ``@task``; the function receives ``intune``, an
+:class:`IntuneContext` with the tuned config and the pipeline built from it::
+
+    @task
+    @intune_task(pipeline="examples.criteo:criteo_pipeline", budget_s=30,
+                 pipeline_kwargs="data")
+    def train(data, intune=None):
+        for batch in intune.dataset(): ...
+
+``@task.intune(pipeline=..., ...)`` (registered by the provider entry point) is the same
+as ``@task`` over ``@intune_task``; task arguments (``retries=...``) go with the tuning ones.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from . import arguments
+from .runner import result_payload, run_tuning
+
+log = logging.getLogger("intune_flow.airflow")
+
+_TUNE_ARGS = ("pipeline", "budget_s", "cache", "aws_conn_id", "cpu_budget", "ram_budget",
+              "strict", "method", "window_s", "pipeline_kwargs")
+
+
+@dataclass
+class IntuneContext:
+    """What the decorated function receives: the tuning outcome and a way to build the pipeline."""
+
+    result: Any                     # intune_flow.TuneResult
+    pipeline_kwargs: dict = field(default_factory=dict)
+    payload: dict = field(default_factory=dict)   # result.to_dict(), secrets redacted (= XCom "intune")
+
+    @property
+    def config(self) -> dict:
+        """The tuned knob values, ``{"read": 8, "parse": 2, ...}``."""
+        return self.result.config
+
+    @property
+    def source(self) -> str:
+        return self.result.source
+
+    def dataset(self, **factory_kwargs):
+        """The pipeline built with the tuned config (``pipeline_kwargs`` plus these overrides)."""
+        return self.result.build(**{**self.pipeline_kwargs, **factory_kwargs})
+
+    def to_dict(self) -> dict:
+        return dict(self.payload)
+
+
+def intune_task(python_callable: Callable | None = None, *, pipeline, budget_s=60.0, cache=None,
+                aws_conn_id=None, cpu_budget=None, ram_budget=None, strict=False,
+                method="intune", window_s=None, pipeline_kwargs=None, inject_as="intune"):
+    """Decorate a TaskFlow function so it tunes first and receives ``intune=IntuneContext``.
+
+    ``pipeline_kwargs`` is a dict for the factory, or the name of one of the function's
+    arguments whose value (e.g. an upstream task's output) is that dict. Arguments are
+    checked when the DAG file is parsed. The tuning summary is also pushed to XCom under
+    the key ``"intune"``.
+    """
+    arguments.check_all(pipeline=pipeline, budget_s=budget_s, cache=cache,
+                        aws_conn_id=aws_conn_id, cpu_budget=cpu_budget, ram_budget=ram_budget,
+                        strict=strict, method=method, window_s=window_s,
+                        pipeline_kwargs=pipeline_kwargs, allow_kwargs_name=True)
+    if not isinstance(inject_as, str) or not inject_as.isidentifier():
+        raise arguments.ArgumentError(f"inject_as must be an argument name, got {inject_as!r}")
+    options = dict(pipeline=pipeline, budget_s=budget_s, cache=cache, aws_conn_id=aws_conn_id,
+                   cpu_budget=cpu_budget, ram_budget=ram_budget, strict=strict, method=method,
+                   window_s=window_s)
+
+    def decorate(fn):
+        from airflow.sdk.bases.decorator import is_decorated_task
+
+        if is_decorated_task(fn):  # @intune_task above @task: wrap the task's function
+            import attr
+
+            return attr.evolve(fn, function=_wrap(fn.function, options, pipeline_kwargs,
+                                                  inject_as), kwargs=dict(fn.kwargs))
+        return _wrap(fn, options, pipeline_kwargs, inject_as)
+
+    return decorate(python_callable) if python_callable is not None else decorate
+
+
+def _wrap(fn: Callable, options: dict, pipeline_kwargs, inject_as: str) -> Callable:
+    sig = inspect.signature(fn)
+    params = sig.parameters
+    if inject_as not in params and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        raise arguments.ArgumentError(
+            f"{fn.__name__}() must accept the tuning result: add a parameter "
+            f"`{inject_as}=None` (or **kwargs)")
+    if isinstance(pipeline_kwargs, str) and pipeline_kwargs not in params:
+        raise arguments.ArgumentError(
+            f"pipeline_kwargs={pipeline_kwargs!r} names no argument of {fn.__name__}(); "
+            f"its arguments are {list(params)}")
+    # Airflow binds call arguments and context keys against this signature: hide the
+    # injected parameter so nobody has to pass it.
+    visible = sig.replace(parameters=[p for n, p in params.items() if n != inject_as])
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if isinstance(pipeline_kwargs, str):
+            bound = visible.bind_partial(*args, **kwargs).arguments
+            factory_kwargs = bound.get(pipeline_kwargs) or {}
+            if not isinstance(factory_kwargs, Mapping):
+                raise arguments.ArgumentError(
+                    f"argument {pipeline_kwargs!r} of {fn.__name__}() must be a dict of "
+                    f"pipeline factory arguments, got {type(factory_kwargs).__name__}")
+        else:
+            factory_kwargs = pipeline_kwargs or {}
+        result, secrets = run_tuning(**options, pipeline_kwargs=factory_kwargs, logger=log)
+        payload = result_payload(result, secrets)
+        _push_xcom(payload)
+        kwargs[inject_as] = IntuneContext(result=result, pipeline_kwargs=dict(factory_kwargs),
+                                          payload=payload)
+        return fn(*args, **kwargs)
+
+    wrapper.__signature__ = visible
+    return wrapper
+
+
+def _push_xcom(payload: dict) -> None:
+    """Best effort: the tuning summary as XCom key "intune" of the running task."""
+    try:
+        from airflow.sdk import get_current_context
+
+        get_current_context()["ti"].xcom_push(key="intune", value=payload)
+    except Exception as exc:  # noqa: BLE001 - outside a task run there is nothing to push to
+        log.debug("intune: tuning summary not pushed to XCom: %s", exc)
+
+
+def task_intune(python_callable: Callable | None = None, **kwargs):
+    """``@task.intune(pipeline=..., budget_s=..., <any @task argument>)``: tune, then run the function."""
+    from airflow.sdk import task
+
+    tune_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in (*_TUNE_ARGS, "inject_as")}
+    if "pipeline" not in tune_kwargs:
+        raise arguments.ArgumentError("@task.intune needs pipeline='module:attribute'")
+    wrap = intune_task(**tune_kwargs)
+
+    def decorate(fn):
+        return task(**kwargs)(wrap(fn))
+
+    return decorate(python_callable) if python_callable is not None else decorate

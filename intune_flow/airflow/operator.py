@@ -1,0 +1,66 @@
+"""``InTuneOperator``: the tuning phase of a training DAG, as one Airflow task."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+from airflow.sdk import BaseOperator
+
+from . import arguments
+from .runner import result_payload, run_tuning
+
+
+class InTuneOperator(BaseOperator):
+    """Tune an input pipeline on the worker and push the result to XCom.
+
+    :param pipeline: the factory, ``"package.module:attribute"`` (importable on the worker)
+        or a callable. Templated.
+    :param budget_s: seconds of tuning at most (a cache hit takes far less). Templated.
+    :param cache: where tuned configs are kept: a directory, ``s3://bucket/prefix`` or
+        ``memory://``; ``None`` uses ``INTUNE_FLOW_CACHE`` or the default directory. Templated.
+    :param aws_conn_id: Airflow connection with the S3 credentials and endpoint for an
+        ``s3://`` cache; ``None`` uses the standard boto3 credential chain. Templated.
+    :param cpu_budget: cores the pipeline may use (default: what the worker may use).
+    :param ram_budget: bytes or a size like ``"4GiB"`` (default: half the available RAM). Templated.
+    :param strict: raise when tuning fails instead of falling back to the cached or default config.
+    :param method: ``"intune"`` (the RL policy) or a baseline name.
+    :param window_s: seconds per measurement window (default: tune() chooses).
+    :param pipeline_kwargs: keyword arguments for the factory (e.g. ``{"files": [...]}``, or an
+        upstream task's output). Templated.
+
+    Returns ``TuneResult.to_dict()``: ``config``, ``throughput``, ``start_throughput``,
+    ``source``, ``tuning_seconds``, ``seconds_saved``, ``reason``, ``fingerprint``, ...
+    """
+
+    template_fields: Sequence[str] = ("pipeline", "cache", "aws_conn_id", "budget_s",
+                                      "ram_budget", "method", "pipeline_kwargs")
+    ui_color = "#e8f4e8"
+
+    def __init__(self, *, task_id: str, pipeline: str | Callable, budget_s: float | str = 60.0,
+                 cache: str | None = None, aws_conn_id: str | None = None,
+                 cpu_budget: float | None = None, ram_budget: int | str | None = None,
+                 strict: bool = False, method: str = "intune", window_s: float | None = None,
+                 pipeline_kwargs: Mapping[str, Any] | None = None, **kwargs) -> None:
+        super().__init__(task_id=task_id, **kwargs)
+        arguments.check_all(pipeline=pipeline, budget_s=budget_s, cache=cache,
+                            aws_conn_id=aws_conn_id, cpu_budget=cpu_budget,
+                            ram_budget=ram_budget, strict=strict, method=method,
+                            window_s=window_s, pipeline_kwargs=pipeline_kwargs)
+        self.pipeline = pipeline
+        self.budget_s = budget_s
+        self.cache = cache
+        self.aws_conn_id = aws_conn_id
+        self.cpu_budget = cpu_budget
+        self.ram_budget = ram_budget
+        self.strict = strict
+        self.method = method
+        self.window_s = window_s
+        self.pipeline_kwargs = pipeline_kwargs
+
+    def execute(self, context) -> dict:
+        result, secrets = run_tuning(
+            pipeline=self.pipeline, budget_s=self.budget_s, cache=self.cache,
+            aws_conn_id=self.aws_conn_id, cpu_budget=self.cpu_budget,
+            ram_budget=self.ram_budget, strict=self.strict, method=self.method,
+            window_s=self.window_s, pipeline_kwargs=self.pipeline_kwargs, logger=self.log)
+        return result_payload(result, secrets)

@@ -1,0 +1,68 @@
+"""The tuning phase as a task runs it: S3 access from a connection, ``tune()``, logging.
+
+Shared by :class:`~intune_flow.airflow.InTuneOperator` and :func:`~intune_flow.airflow.intune_task`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping
+
+from ..errors import IntuneError
+from . import arguments
+from .connection import redact, s3_access
+
+log = logging.getLogger(__name__)
+
+
+def run_tuning(*, pipeline, budget_s, cache=None, aws_conn_id=None, cpu_budget=None,
+               ram_budget=None, strict=False, method="intune", window_s=None,
+               pipeline_kwargs: Mapping[str, Any] | None = None, logger=None):
+    """Tune and return ``(TuneResult, secrets)``; ``secrets`` must be kept out of anything stored.
+
+    Arguments arrive rendered (templates resolved), so they are checked again here.
+    Never raises for a tuning failure unless ``strict``: ``tune()`` falls back and says why.
+    """
+    from .. import tune
+
+    logger = logger or log
+    arguments.check_all(pipeline=pipeline, budget_s=budget_s, cache=cache,
+                        aws_conn_id=aws_conn_id, cpu_budget=cpu_budget, ram_budget=ram_budget,
+                        strict=strict, method=method, window_s=window_s,
+                        pipeline_kwargs=pipeline_kwargs)
+    cache = None if cache in ("", "None") else cache
+    aws_conn_id = None if aws_conn_id in ("", "None") else aws_conn_id
+    secrets: list[str] = []
+    s3_client = None
+    if aws_conn_id:
+        access = s3_access(aws_conn_id)
+        s3_client, secrets = access.client, access.secrets
+        logger.info("intune: S3 credentials and endpoint from Airflow connection %r", aws_conn_id)
+    result = tune(pipeline, budget_s=arguments.number("budget_s", budget_s, optional=False),
+                  cpu_budget=arguments.number("cpu_budget", cpu_budget),
+                  ram_budget=arguments.ram(ram_budget), cache=cache, method=method,
+                  strict=strict, pipeline_kwargs=dict(pipeline_kwargs or {}),
+                  window_s=arguments.number("window_s", window_s), s3_client=s3_client)
+    report(result, logger, secrets)
+    return result, secrets
+
+
+def report(result, logger, secrets: list[str] = ()) -> None:
+    """One log line for the outcome; a fallback is a warning carrying the reason."""
+    if result.source == "fallback":
+        logger.warning("intune: tuning fell back to config %s: %s", result.config,
+                       redact(str(result.reason), list(secrets)))
+        return
+    logger.info(
+        "intune: source=%s config=%s throughput=%.1f/s (start %.1f/s) in %.1f s, "
+        "~%.1f s saved per run%s", result.source, result.config, result.throughput or 0.0,
+        result.start_throughput or 0.0, result.tuning_seconds or 0.0, result.seconds_saved or 0.0,
+        f" ({redact(str(result.reason), list(secrets))})" if result.reason else "")
+
+
+def result_payload(result, secrets: list[str]) -> dict:
+    """The JSON-serializable dict pushed to XCom, secrets redacted."""
+    return redact(result.to_dict(), list(secrets))
+
+
+__all__ = ["IntuneError", "report", "result_payload", "run_tuning"]

@@ -1,0 +1,51 @@
+"""Test DAG: InTuneOperator on a pipeline of our own; its XCom feeds a downstream task."""
+
+import pendulum
+from airflow.sdk import DAG, Param, task
+
+from intune_flow.airflow import InTuneOperator
+
+with DAG(
+    "intune_operator",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    render_template_as_native_obj=True,
+    params={
+        "pipeline": Param("tests.test_airflow_support:squares_pipeline", type="string"),
+        "budget_s": Param(3, type="number"),
+        "cache": Param(None, type=["null", "string"]),
+        "aws_conn_id": Param(None, type=["null", "string"]),
+    },
+) as dag:
+    @task
+    def prepare() -> dict:
+        return {"n": 20_000, "batch_size": 64}
+
+    tune = InTuneOperator(
+        task_id="tune",
+        pipeline="{{ params.pipeline }}",
+        budget_s="{{ params.budget_s }}",
+        cache="{{ params.cache }}",
+        aws_conn_id="{{ params.aws_conn_id }}",
+        pipeline_kwargs=prepare(),
+    )
+
+    @task
+    def consume(tuned: dict) -> dict:
+        # Downstream sees the tuned config through XCom, as a plain dict.
+        assert isinstance(tuned["config"], dict)
+        return {"got_source": tuned["source"], "got_config": tuned["config"]}
+
+    consume(tune.output)
+
+with DAG(
+    "intune_operator_strict",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    params={"cache": Param(None, type=["null", "string"])},
+    render_template_as_native_obj=True,
+) as strict_dag:
+    InTuneOperator(task_id="tune", pipeline="tests.test_airflow_support:broken_pipeline",
+                   budget_s=3, cache="{{ params.cache }}", strict=True)

@@ -1,0 +1,120 @@
+"""DAG parse time: the shipped DAGs import cleanly, and bad arguments fail there, clearly."""
+
+from pathlib import Path
+
+import pytest
+
+from intune_flow.errors import CacheError, IntuneError, PipelineError
+from tests.test_airflow_support import REPO, TEST_DAGS, dags_folder, install_dag
+
+BAD_DAG = '''
+import pendulum
+from airflow.sdk import DAG
+from intune_flow.airflow import InTuneOperator
+
+with DAG("bad_{name}", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
+    InTuneOperator(task_id="tune", {args})
+'''
+
+
+def test_dagbag_imports_every_shipped_dag_without_errors():
+    from airflow.dag_processing.dagbag import DagBag
+
+    for path in sorted((REPO / "dags").glob("*.py")):
+        install_dag(path)
+    bag = DagBag(dag_folder=str(dags_folder()))
+    assert bag.import_errors == {}
+    dag = bag.dags.get("nightly_retrain")
+    assert dag is not None
+    assert dag.catchup is False
+    assert dag.schedule == "@daily"
+    assert set(dag.task_ids) == {"prepare_data", "tune_input", "train", "report"}
+    assert dag.get_task("tune_input").upstream_task_ids == {"prepare_data"}
+    assert dag.get_task("train").upstream_task_ids == {"prepare_data", "tune_input"}
+    assert dag.get_task("report").upstream_task_ids == {"tune_input", "train"}
+
+
+def test_test_dags_import_without_errors():
+    from airflow.dag_processing.dagbag import DagBag
+
+    for path in sorted(TEST_DAGS.glob("*.py")):
+        install_dag(path)
+        bag = DagBag(dag_folder=str(dags_folder() / path.name))
+        assert bag.import_errors == {}, path.name
+        assert bag.dags, path.name
+
+
+@pytest.mark.parametrize("args, message", [
+    ('pipeline="examples.criteo:criteo_pipeline", budget_s=-5', "budget_s must be a positive"),
+    ('pipeline="examples.criteo:criteo_pipeline", budget_s=0', "budget_s must be a positive"),
+    ('pipeline="examples.criteo.criteo_pipeline"', "is not a 'module:attribute' reference"),
+    ('pipeline="examples.criteo:criteo_pipeline", cache="s3://"', "names no bucket"),
+    ('pipeline="examples.criteo:criteo_pipeline", cache="gopher://x/y"', "is not supported"),
+    ('pipeline="examples.criteo:criteo_pipeline", method="psychic"', "unknown method 'psychic'"),
+    ('pipeline="examples.criteo:criteo_pipeline", ram_budget="lots"', "not a memory size"),
+    ('pipeline="examples.criteo:criteo_pipeline", cpu_budget=-1', "cpu_budget must be a positive"),
+    ('pipeline="examples.criteo:criteo_pipeline", pipeline_kwargs=["f"]', "must be a dict"),
+    ('pipeline="examples.criteo:criteo_pipeline", strict="yes"', "strict must be True or False"),
+    ('"examples.criteo:criteo_pipeline"', "positional"),
+])
+def test_bad_arguments_are_import_errors_with_clear_messages(args, message, request):
+    from airflow.dag_processing.dagbag import DagBag
+
+    name = request.node.callspec.id.replace("-", "_").replace(".", "_")[:40]
+    path = install_dag(BAD_DAG.format(name=abs(hash(name)), args=args), f"bad_dag_{abs(hash(name))}.py")
+    try:
+        bag = DagBag(dag_folder=str(path))
+        errors = list(bag.import_errors.values())
+        assert len(errors) == 1, bag.import_errors
+        assert message in errors[0]
+    finally:
+        path.unlink()
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    ({"budget_s": -1}, IntuneError),
+    ({"pipeline": "nocolon"}, PipelineError),
+    ({"pipeline": 42}, PipelineError),
+    ({"cache": "s3://"}, CacheError),
+    ({"aws_conn_id": ""}, IntuneError),
+    ({"window_s": 0}, IntuneError),
+])
+def test_operator_constructor_rejects_bad_arguments(kwargs, error):
+    from intune_flow.airflow import InTuneOperator
+
+    args = {"task_id": "t", "pipeline": "examples.criteo:criteo_pipeline", **kwargs}
+    with pytest.raises(error):
+        InTuneOperator(**args)
+
+
+def test_templated_arguments_are_checked_when_rendered_not_at_parse():
+    from intune_flow.airflow import InTuneOperator
+
+    op = InTuneOperator(task_id="t", pipeline="{{ params.pipeline }}", budget_s="{{ params.b }}",
+                        cache="{{ params.cache }}", ram_budget="{{ params.ram }}")
+    assert set(op.template_fields) >= {"pipeline", "cache", "aws_conn_id", "budget_s",
+                                       "ram_budget", "pipeline_kwargs"}
+
+
+def test_decorator_rejects_bad_arguments_and_missing_parameter():
+    from intune_flow.airflow import intune_task
+
+    with pytest.raises(IntuneError, match="budget_s"):
+        intune_task(pipeline="m:f", budget_s=0)
+    with pytest.raises(IntuneError, match="add a parameter `intune=None`"):
+        intune_task(pipeline="m:f")(lambda data: data)
+    with pytest.raises(IntuneError, match="names no argument"):
+        intune_task(pipeline="m:f", pipeline_kwargs="files")(lambda data, intune=None: data)
+
+
+def test_decorator_hides_the_injected_parameter_from_airflow():
+    import inspect
+
+    from intune_flow.airflow import intune_task
+
+    def train(data, intune=None, ti=None):
+        return data
+
+    wrapped = intune_task(pipeline="m:f")(train)
+    assert list(inspect.signature(wrapped).parameters) == ["data", "ti"]
+    assert wrapped.__name__ == "train"
