@@ -1,0 +1,73 @@
+"""Shared benchmark plumbing: repeated interleaved measurement, robust stats, JSON/Markdown output."""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def summary(values) -> dict:
+    """Median with min and max of a list of numbers (empty -> zeros)."""
+    values = [float(v) for v in values]
+    if not values:
+        return {"median": 0.0, "min": 0.0, "max": 0.0, "n": 0}
+    return {"median": statistics.median(values), "min": min(values), "max": max(values),
+            "n": len(values)}
+
+
+def interleaved(measure, configs: dict, repeats: int, log=print) -> dict:
+    """Measure each named config ``repeats`` times, interleaved (A B C A B C ...).
+
+    ``measure(config) -> Measurement``; returns name -> list of Measurement dicts. Interleaving
+    spreads the machine's drift over every method instead of charging it to one.
+    """
+    runs = {name: [] for name in configs}
+    for r in range(repeats):
+        for name, config in configs.items():
+            m = measure(config)
+            runs[name].append(m.to_dict())
+            log(f"  repeat {r + 1}/{repeats} {name:<14} {m.throughput:>12,.0f} rec/s  "
+                f"rss {m.peak_rss / 2**20:,.0f} MiB  {m.status}")
+    return runs
+
+
+def machine() -> dict:
+    """What the benchmark ran on, for labelling every table."""
+    import os
+
+    from intune_flow.resources import usable_cpus
+    import psutil
+    return {"host_cpus": os.cpu_count(), "usable_cpus": usable_cpus(),
+            "ram_gib": round(psutil.virtual_memory().total / 2**30, 1),
+            "cpu_model": _cpu_model(), "python": platform.python_version(),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def write_json(name: str, data: dict, out_dir: Path = RESULTS) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=False, default=str))
+    tmp.replace(path)
+    return path
+
+
+def md_table(headers: list[str], rows: list[list]) -> str:
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)

@@ -1,0 +1,149 @@
+"""Real pipelines on this machine: every method's config, measured side by side.
+
+For each reference pipeline, each method searches (or picks) a config under the same time
+budget; then every chosen config is measured interleaved (A B C A B C ...) several times
+and reported as median with min-max. Run through ``python -m benchmarks``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from intune_flow.measurement import STATUS_OK
+
+from .common import interleaved, summary
+
+SEARCHED = ("hillclimb", "random", "optuna")
+
+
+@dataclass
+class Case:
+    """One pipeline under test and why it is interesting."""
+
+    name: str
+    ref: str
+    kind: str
+    kwargs: dict = field(default_factory=dict)
+    ram_headroom_mib: int | None = None   # RAM budget = RSS at all-ones + this (memory-tight cases)
+
+
+CASES = {
+    "cpu": Case("cpu", "examples.criteo:criteo_pipeline", "CPU-bound parse/transform, local TFRecord"),
+    "latency": Case("latency", "examples.criteo_remote:criteo_remote_pipeline",
+                    "I/O-latency-bound remote reads (20 ms per GET)", {"latency_ms": 20.0}),
+    "memory": Case("memory", "examples.criteo_memory:criteo_memory_pipeline",
+                   "memory-tight: big objects and batches, RAM budget binds", {},
+                   ram_headroom_mib=768),
+    "torch": Case("torch", "examples.criteo_torch:criteo_torch_pipeline",
+                  "torchdata.nodes, Parquet row groups, thread workers"),
+}
+
+
+def _violations(measurements, ram_budget, margin) -> int:
+    return sum(1 for m in measurements if m.peak_rss > ram_budget * (1 + margin))
+
+
+def run_case(case: Case, *, budget_s: float, repeats: int, window_s: float,
+             long_budget_s: float, seed: int = 0, log=print) -> dict:
+    """Search with every method, then measure every chosen config interleaved."""
+    from intune_flow import tune
+    from intune_flow.pipeline import Pipeline
+    from intune_flow.probe import probe
+    from intune_flow.real_env import PipelineEnv
+    from intune_flow.resources import RSS_MARGIN, current_rss
+    from intune_flow.search import run_search
+
+    pipeline = Pipeline.load(case.ref, **case.kwargs)
+    space = pipeline.space
+    ram_budget = None
+    if case.ram_headroom_mib:
+        probe(pipeline, space.ones(), window_s=0.5, warmup_s=0.2)  # settle the framework's RSS
+        ram_budget = current_rss() + case.ram_headroom_mib * 2**20
+
+    def env():
+        return PipelineEnv(pipeline, ram_budget=ram_budget, window_s=window_s, warmup_s=0.3)
+
+    budget_bytes = env().ram_budget
+    log(f"[{case.name}] {case.ref}  knobs={list(space.names)}  "
+        f"ram budget {budget_bytes / 2**30:.2f} GiB")
+    picks: dict[str, dict] = {}
+    every_measurement = []
+
+    def pick(name, config, seconds, history, **extra):
+        picks[name] = {"config": dict(config), "tuning_seconds": round(seconds, 2),
+                       "search_violations": _violations(history, budget_bytes, RSS_MARGIN),
+                       "search_errors": sum(1 for m in history if m.status not in (STATUS_OK, "oom")),
+                       "measurements": len(history), **extra}
+        every_measurement.extend(history)
+        log(f"  {name:<12} -> {config}  ({seconds:.1f} s, {len(history)} measurements)")
+
+    pick("ones", space.ones(), 0.0, [])
+    if pipeline.framework == "tf.data":
+        pick("autotune", space.autotune(), 0.0, [])
+    outcome = run_search(env(), "heuristic", budget_s=budget_s, progress=False)
+    pick("heuristic", outcome.best.config, 0.0, [])
+    for method in SEARCHED:
+        outcome = run_search(env(), method, budget_s=budget_s, seed=seed, progress=False)
+        pick(method, outcome.best.config, outcome.seconds, outcome.history)
+
+    cache_dir = tempfile.mkdtemp(prefix="intune-bench-cache-")
+    try:
+        for name in ("intune_cold", "intune_warm"):
+            t0 = time.perf_counter()
+            result = tune(pipeline, budget_s=budget_s, cache=cache_dir, ram_budget=ram_budget,
+                          window_s=window_s, seed=seed, progress=False)
+            wall = time.perf_counter() - t0
+            pick(name, result.config, result.tuning_seconds, result.history,
+                 source=result.source, wall_seconds=round(wall, 2))
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+
+    if long_budget_s > 0:
+        outcome = run_search(env(), "hillclimb", budget_s=long_budget_s, seed=seed + 1,
+                             start=_best_ok(every_measurement, budget_bytes, RSS_MARGIN),
+                             progress=False)
+        every_measurement.extend(outcome.history)
+    best = _best_ok(every_measurement, budget_bytes, RSS_MARGIN)
+    if best is not None:
+        picks["best_found"] = {"config": best, "tuning_seconds": None,
+                               "note": "best config any search measured (+ long hill-climb)"}
+
+    log(f"  measuring {len(picks)} configs x {repeats} repeats, interleaved")
+    final_env = env()
+    runs = interleaved(final_env.measure, {n: p["config"] for n, p in picks.items()}, repeats,
+                       log=log)
+    rows = {}
+    for name, p in picks.items():
+        ms = runs[name]
+        rows[name] = {**p,
+                      "throughput": summary([m["throughput"] for m in ms]),
+                      "peak_rss_mib": summary([m["peak_rss"] / 2**20 for m in ms]),
+                      "ram_violations": sum(1 for m in ms
+                                            if m["peak_rss"] > budget_bytes * (1 + RSS_MARGIN)
+                                            or m["status"] == "oom"),
+                      "crashes": sum(1 for m in ms if m["status"] in ("error", "timeout")),
+                      "statuses": [m["status"] for m in ms]}
+    _ratios(rows)
+    return {"case": case.name, "ref": case.ref, "kind": case.kind, "kwargs": case.kwargs,
+            "knobs": list(space.names), "framework": pipeline.framework,
+            "ram_budget_bytes": budget_bytes, "budget_s": budget_s, "repeats": repeats,
+            "window_s": window_s, "methods": rows}
+
+
+def _best_ok(measurements, ram_budget, margin):
+    ok = [m for m in measurements if m.status == STATUS_OK and m.peak_rss <= ram_budget * (1 + margin)]
+    return dict(max(ok, key=lambda m: m.throughput).config) if ok else None
+
+
+def _ratios(rows: dict) -> None:
+    """Ratio of each method's median throughput to the best method's and to AUTOTUNE's."""
+    valid = {n: r["throughput"]["median"] for n, r in rows.items() if r["ram_violations"] == 0}
+    top = max(valid.values(), default=0.0) or 1.0
+    auto = rows.get("autotune", {}).get("throughput", {}).get("median")
+    for r in rows.values():
+        med = r["throughput"]["median"]
+        r["ratio_to_best"] = round(med / top, 3)
+        r["ratio_to_autotune"] = round(med / auto, 3) if auto else None
