@@ -129,7 +129,7 @@ class S3Server:
                 raise RuntimeError(f"weed mini exited with {self.proc.returncode}; "
                                    f"log tail:\n{self.log_tail()}")
             try:
-                client.list_buckets()
+                self._probe(client)
                 return self
             except Exception as exc:  # noqa: BLE001 - not up yet
                 last = exc
@@ -137,6 +137,16 @@ class S3Server:
         self.stop()
         raise RuntimeError(f"weed mini did not answer within {timeout}s ({last}); "
                            f"log tail:\n{self.log_tail()}")
+
+    @staticmethod
+    def _probe(client) -> None:
+        """Ready means a write and a read of an object work (S3 answers before volumes do)."""
+        names = {b["Name"] for b in client.list_buckets().get("Buckets", [])}
+        if "ready-probe" not in names:
+            client.create_bucket(Bucket="ready-probe")
+        client.put_object(Bucket="ready-probe", Key="probe", Body=b"ok")
+        if client.get_object(Bucket="ready-probe", Key="probe")["Body"].read() != b"ok":
+            raise RuntimeError("probe object read back wrong")
 
     @property
     def running(self) -> bool:
@@ -173,16 +183,17 @@ class S3Server:
             return ""
 
     def client(self, *, access_key: str = ACCESS_KEY, secret_key: str = SECRET_KEY,
-               connect_timeout: float = 2, read_timeout: float = 5, max_attempts: int = 2):
+               connect_timeout: float = 2, read_timeout: float = 5, max_attempts: int = 2,
+               endpoint_url: str | None = None):
         """A boto3 S3 client for this server (the test identity unless told otherwise)."""
         import boto3
         from botocore.config import Config
 
         return boto3.client(
-            "s3", endpoint_url=self.endpoint_url, region_name=REGION,
+            "s3", endpoint_url=endpoint_url or self.endpoint_url, region_name=REGION,
             aws_access_key_id=access_key, aws_secret_access_key=secret_key,
             config=Config(connect_timeout=connect_timeout, read_timeout=read_timeout,
-                          retries={"max_attempts": max_attempts, "mode": "standard"},
+                          retries={"total_max_attempts": max_attempts, "mode": "standard"},
                           s3={"addressing_style": "path"}))
 
     def env(self) -> dict[str, str]:
@@ -196,3 +207,113 @@ class S3Server:
         name = name or f"t-{uuid.uuid4().hex[:16]}"
         self.client().create_bucket(Bucket=name)
         return name
+
+
+class FaultProxy:
+    """A loopback TCP proxy in front of the S3 server that injects faults.
+
+    ``delay_s``: hold each request this long before forwarding it (a slow store).
+    ``cut_after``: forward only this many bytes of the next request carrying a body of
+    at least that size, then drop both connections (an upload cut mid-transfer).
+    ``requests`` counts the HTTP requests seen.
+    """
+
+    def __init__(self, upstream_port: int, *, delay_s: float = 0.0, cut_after: int | None = None):
+        import threading
+
+        self.upstream_port = upstream_port
+        self.delay_s = delay_s
+        self.cut_after = cut_after
+        self.requests = 0
+        self.cuts = 0
+        self._lock = threading.Lock()
+        self._sock = socket.socket()
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(64)
+        self.port = self._sock.getsockname()[1]
+        self._closed = False
+        self._conns: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _accept(self) -> None:
+        import threading
+
+        while not self._closed:
+            try:
+                client, _ = self._sock.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            with self._lock:
+                self._conns += [client, upstream]
+            threading.Thread(target=self._pump_requests, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
+
+    def _pump_requests(self, src: socket.socket, dst: socket.socket) -> None:
+        sent, is_put = 0, False
+        try:
+            while True:
+                chunk = src.recv(65536)
+                if not chunk:
+                    break
+                n = chunk.count(b" HTTP/1.1\r\n")
+                if n:
+                    with self._lock:
+                        self.requests += n
+                    sent, is_put = 0, chunk.startswith(b"PUT ")
+                    if self.delay_s:
+                        time.sleep(self.delay_s)
+                if is_put and self.cut_after is not None and sent + len(chunk) > self.cut_after:
+                    dst.sendall(chunk[:max(0, self.cut_after - sent)])
+                    with self._lock:
+                        self.cuts += 1
+                        self.cut_after = None
+                    break
+                dst.sendall(chunk)
+                sent += len(chunk)
+        except OSError:
+            pass
+        self._close_pair(src, dst)
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while True:
+                chunk = src.recv(65536)
+                if not chunk:
+                    break
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        self._close_pair(src, dst)
+
+    @staticmethod
+    def _close_pair(a: socket.socket, b: socket.socket) -> None:
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def close(self) -> None:
+        self._closed = True
+        self._sock.close()
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for s in conns:
+            try:
+                s.close()
+            except OSError:
+                pass
+        self._thread.join(5)

@@ -74,7 +74,7 @@ class S3Cache(Cache):
             raise CacheUnavailable("the S3 cache needs boto3: pip install 'intune-flow[s3]'") from exc
         connect, read = self._timeouts
         config = Config(connect_timeout=connect, read_timeout=read,
-                        retries={"max_attempts": 1, "mode": "standard"},
+                        retries={"total_max_attempts": 1, "mode": "standard"},
                         s3={"addressing_style": "path"} if self._endpoint_url else None)
         return boto3.session.Session().client("s3", endpoint_url=self._endpoint_url,
                                               config=config)
