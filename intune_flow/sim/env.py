@@ -1,0 +1,76 @@
+"""``SimEnv``: the simulator behind the :class:`~intune_flow.env.TuningEnv` interface."""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ..measurement import STATUS_OK, STATUS_OOM, Measurement
+from .model import SimPipeline, evaluate
+
+
+class SimEnv:
+    """Measures configs of a :class:`SimPipeline` with noise, on a simulated clock.
+
+    Each measurement costs ``build_s + window_s`` simulated seconds (an OOM is cut
+    short after ``build_s + oom_s``). ``core_schedule`` is a list of
+    ``(clock_seconds, cores)``: the machine changes size once the clock passes
+    each time, as when a scheduler shrinks a container (or call :meth:`set_cores`).
+    """
+
+    def __init__(self, pipeline: SimPipeline, *, cores: float | None = None,
+                 ram_budget: int | None = None, seed: int | None = 0, build_s: float = 0.5,
+                 window_s: float = 2.0, oom_s: float = 0.5, signals: bool = True,
+                 core_schedule: Sequence[tuple[float, float]] = ()):
+        self.pipeline = pipeline
+        self.space = pipeline.space
+        self.cpu_budget = float(cores if cores is not None else pipeline.cores)
+        self.ram_budget = int(ram_budget if ram_budget is not None else pipeline.ram_budget)
+        self.build_s, self.window_s, self.oom_s = build_s, window_s, oom_s
+        self.signals = signals
+        self._rng = np.random.default_rng(seed)
+        self._clock = 0.0
+        self._schedule = sorted(core_schedule)
+        self.measurements = 0
+
+    def clock(self) -> float:
+        return self._clock
+
+    def set_cores(self, cores: float) -> None:
+        """Change the machine's core count (and so the CPU budget) from now on."""
+        self.cpu_budget = float(cores)
+
+    def _advance(self, seconds: float) -> None:
+        self._clock += seconds
+        while self._schedule and self._schedule[0][0] <= self._clock:
+            self.set_cores(self._schedule.pop(0)[1])
+
+    def concrete(self, config: Mapping[str, int]) -> dict[str, int]:
+        return self.space.concretize(self.space.validate(config), self.cpu_budget)
+
+    def true_throughput(self, config: Mapping[str, int]) -> float:
+        """Noise-free throughput of a config now; 0 when it passes the RAM budget."""
+        ev = evaluate(self.pipeline, self.concrete(config), self.cpu_budget)
+        return 0.0 if ev.memory > self.ram_budget else ev.throughput
+
+    def measure(self, config: Mapping[str, int]) -> Measurement:
+        cfg = self.concrete(config)
+        ev = evaluate(self.pipeline, cfg, self.cpu_budget)
+        self.measurements += 1
+        signals = dict(ev.signals) if self.signals else {}
+        if ev.memory > self.ram_budget:
+            self._advance(self.build_s + self.oom_s)
+            return Measurement(config=cfg, status=STATUS_OOM, peak_rss=int(ev.memory),
+                               seconds=self.build_s + self.oom_s, cpu_util=ev.cpu_util,
+                               stage_signals=signals,
+                               error=f"simulated RSS {ev.memory / 2**30:.2f} GiB passed the "
+                                     f"RAM budget {self.ram_budget / 2**30:.2f} GiB")
+        noise = float(np.exp(self._rng.normal(0.0, self.pipeline.noise)))
+        x = ev.throughput * noise
+        seconds = self.build_s + self.window_s
+        self._advance(seconds)
+        return Measurement(config=cfg, throughput=x, elements_per_s=x, records_per_s=x,
+                           spread=2 * self.pipeline.noise, cpu_util=ev.cpu_util,
+                           peak_rss=int(ev.memory), seconds=seconds, status=STATUS_OK,
+                           stage_signals=signals)
