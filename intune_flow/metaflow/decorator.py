@@ -1,0 +1,234 @@
+"""``@intune``: a Metaflow step decorator that tunes the step's input pipeline before the step runs.
+
+Hooks (see ``metaflow.decorators.StepDecorator``):
+
+- ``step_init`` (flow build, in the runtime and again in each task process): validate and
+  coerce the attributes, read ``@resources`` budgets, pick the cache, attach the
+  ``@card(id="intune")`` that shows the tuning.
+- ``task_pre_step`` (on the machine that runs the step): expose ``current.intune`` and,
+  for a decorator written on the step, run ``intune_flow.tune`` now and save the record
+  as the ``intune_result`` artifact. One attached with ``--with`` sits on every step, so
+  it tunes only when the step first uses ``current.intune``.
+- ``task_decorate``: just before the step body, fill the card (``current.card`` is only
+  ready once every card decorator has run its ``task_pre_step``).
+
+A tuning failure never breaks the step unless ``strict=True``: ``tune`` itself falls back
+to the cached config or the factory defaults; anything it did not foresee is caught here
+and turned into a fallback with the reason on the card and in the logs.
+"""
+
+from __future__ import annotations
+
+import functools
+import traceback
+
+from metaflow.decorators import StepDecorator, _base_step_decorator
+from metaflow.exception import MetaflowException
+
+from ..errors import IntuneError, TuningError
+from . import card as intune_card
+from .attributes import (DEFAULTS, IntuneAttributeError, Settings, build_time_values, coerce,
+                         deferred, resolve)
+from .defaults import datastore_s3_client, default_cache, resource_budgets
+from .session import IntuneSession
+
+ARTIFACT = "intune_result"
+
+
+class IntuneDecoratorException(MetaflowException):
+    headline = "@intune error"
+
+
+def _log(message: str) -> None:
+    print(f"[@intune] {message}", flush=True)
+
+
+def _known_methods() -> tuple[str, ...] | None:
+    try:
+        from .. import tune as tune_module
+    except Exception:  # the tuner is optional at flow-build time; tune() checks again
+        return None
+    methods = getattr(tune_module, "METHODS", None)
+    return tuple(methods) if methods else None
+
+
+class IntuneDecorator(StepDecorator):
+    """Tune the step's input pipeline on the machine that runs the step.
+
+    Attributes: ``pipeline`` ("module:factory", required), ``budget_s`` (60), ``cache``
+    (URI/path; default: ``$INTUNE_FLOW_CACHE``, else under the S3 datastore root, else the
+    local default), ``cpu_budget``/``ram_budget`` (default: the step's ``@resources``),
+    ``strict`` (False), ``method`` ("intune"), ``window_s``, ``pipeline_kwargs`` (dict).
+    """
+
+    name = "intune"
+    defaults = dict(DEFAULTS)
+
+    def step_init(self, flow, graph, step_name, decorators, environment, flow_datastore, logger):
+        self.step_name = step_name
+        self._methods = _known_methods()
+        self.settings: Settings = self._coerce(build_time_values(self.attributes))
+        self.resource_cpu, self.resource_ram = resource_budgets(decorators)
+        self.datastore_type = getattr(flow_datastore, "TYPE", None)
+        self.session: IntuneSession | None = None
+        self._attach_card(flow, step_name, decorators)
+
+    def _coerce(self, attributes) -> Settings:
+        try:
+            return coerce(attributes, known_methods=self._methods)
+        except IntuneAttributeError as exc:
+            raise IntuneDecoratorException(f"step {self.step_name!r}: {exc}") from None
+
+    # -- card ----------------------------------------------------------------------------
+    def _attach_card(self, flow, step_name, decorators) -> None:
+        """Add ``@card(type="blank", id="intune")`` to the step unless it is there already."""
+        from metaflow import decorators as mf_decorators
+
+        for deco in decorators:
+            if deco.name == "card" and deco.attributes.get("id") == intune_card.CARD_ID:
+                return
+        step = next((s for s in flow if s.name == step_name), None)
+        if step is None:
+            return
+        mf_decorators._attach_decorators_to_step(
+            step, [f"card:type={intune_card.CARD_TYPE},id={intune_card.CARD_ID}"])
+        added = step.decorators[-1]
+        added.external_init()
+        # If the step's own @card already ran step_init, it counted the cards on the step
+        # without ours; the count decides when current.card is finalized.
+        from metaflow.plugins.cards.card_decorator import CardDecorator
+
+        if step_name in CardDecorator.total_decos_on_step:
+            CardDecorator._set_card_counts_per_step(
+                step_name, sum(isinstance(d, CardDecorator) for d in step.decorators))
+
+    # -- task ------------------------------------------------------------------------------
+    def task_pre_step(self, step_name, task_datastore, metadata, run_id, task_id, flow, graph,
+                      retry_count, max_user_code_retries, ubf_context, inputs):
+        from metaflow import current
+
+        if deferred(self.attributes):  # Parameters and callables: this run's values
+            try:
+                values = resolve(self.attributes, flow)
+            except IntuneAttributeError as exc:
+                raise IntuneDecoratorException(f"step {step_name!r}: {exc}") from exc
+            self.settings = self._coerce(values)
+        self._flow = flow
+        self._in_body = False
+        cpu, ram = self._budgets()
+        cache, origin = ((self.settings.cache, "decorator") if self.settings.cache is not None
+                         else default_cache(self.datastore_type))
+        self.session = IntuneSession(
+            self.settings, functools.partial(self._tune, cpu, ram, cache),
+            on_tuned=self._record, cpu_budget=cpu, cache=cache, cache_origin=origin)
+        current._update_env({"intune": self.session})
+        if self.statically_defined:
+            self.session.ensure_tuned()  # on this machine, before the step body
+        # else: attached with --with to every step; tune when the step first uses it
+
+    def task_decorate(self, step_func, flow, graph, retry_count, max_user_code_retries, ubf_context):
+        deco = self
+
+        @functools.wraps(step_func)
+        def step_with_card(*args, **kwargs):
+            deco._in_body = True  # current.card is ready from here on
+            if deco.session is not None and deco.session.tuned:
+                intune_card.add_to_card(getattr(flow, ARTIFACT), logger=_log)
+            return step_func(*args, **kwargs)
+
+        return step_with_card
+
+    def _record(self, session: IntuneSession) -> None:
+        """After tuning: the artifact now; the card now if the body runs, else just before it."""
+        record = session.to_dict()
+        setattr(self._flow, ARTIFACT, record)
+        if self._in_body:
+            intune_card.add_to_card(record, logger=_log)
+
+    def task_post_step(self, step_name, flow, graph, retry_count, max_user_code_retries):
+        if self.session is not None and not self.session.tuned:
+            intune_card.add_note(
+                "@intune was attached to this step but the step never used `current.intune`, "
+                "so nothing was tuned.", logger=_log)
+        self.session = None
+
+    def task_exception(self, exception, step_name, flow, graph, retry_count, max_user_code_retries):
+        self.session = None
+
+    def _budgets(self) -> tuple[float | None, int | None]:
+        s = self.settings
+        cpu = s.cpu_budget
+        if cpu is None and self.resource_cpu is not None:
+            # @resources describes the machine the step asks for; run locally (or on a smaller
+            # machine) the step may use fewer cores, and tune() refuses more than it can use.
+            from ..resources import usable_cpus
+
+            usable = usable_cpus()
+            cpu = min(self.resource_cpu, usable)
+            if cpu < self.resource_cpu:
+                _log(f"@resources asks for {self.resource_cpu:g} CPUs but this machine gives the "
+                     f"step {usable:g}: tuning for {usable:g}")
+        ram = s.ram_budget if s.ram_budget is not None else self.resource_ram
+        return cpu, ram
+
+    def _tune(self, cpu, ram, cache):
+        """Run ``intune_flow.tune``: ``(result, None)``, or ``(None, reason)`` on a crash."""
+        s = self.settings
+        _log(f"tuning {s.pipeline_name} for up to {s.budget_s:g} s (method {s.method}, "
+             f"cpu budget {cpu if cpu is not None else 'auto'}, cache {cache or 'local default'})")
+        try:
+            from ..tune import tune
+
+            result = tune(s.pipeline, budget_s=s.budget_s, cpu_budget=cpu, ram_budget=ram,
+                          cache=cache, method=s.method, strict=s.strict,
+                          pipeline_kwargs=s.pipeline_kwargs or None, window_s=s.window_s,
+                          s3_client=datastore_s3_client(cache), progress=_progress)
+        except TuningError:
+            raise  # strict=True and tuning failed: fail the step, as asked
+        except IntuneError as exc:
+            # A user error (a factory that cannot be loaded or built, a bad cache URI): there
+            # is no config to fall back to, so the step fails with the message saying what to fix.
+            raise IntuneDecoratorException(f"step {self.step_name!r}: {exc}") from exc
+        except Exception as exc:
+            reason = f"tuning raised {type(exc).__name__}: {exc}"
+            if s.strict:
+                raise TuningError(f"@intune(strict=True) on step {self.step_name!r}: {reason}") from exc
+            _log(f"falling back to the factory defaults: {reason}")
+            _log(traceback.format_exc().rstrip())
+            return None, reason
+        _report(result)
+        return result, None
+
+
+def _progress(event: dict) -> None:
+    from ..progress import format_event
+
+    _log(format_event(event))
+
+
+def _report(r) -> None:
+    line = (f"source {r.source}: config {dict(r.config)} after {r.tuning_seconds:.1f} s, "
+            f"{_num(r.throughput)} records/s")
+    if r.start_throughput:
+        line += f" (start config {_num(r.start_throughput)}/s)"
+    if r.seconds_saved:
+        line += f", {r.seconds_saved:.1f} s saved"
+    _log(line)
+    if getattr(r, "reason", None):
+        _log(("fell back: " if r.source == "fallback" else "note: ") + r.reason)
+    for warning in getattr(r, "warnings", None) or []:
+        _log(f"warning: {warning}")
+
+
+def _num(value) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def intune(*args, **kwargs):
+    """Step decorator: tune the input pipeline of this step before it runs.
+
+    ``@intune(pipeline="package.module:factory", budget_s=60, cache=None, cpu_budget=None,
+    ram_budget=None, strict=False, method="intune", window_s=None, pipeline_kwargs=None)``
+    above ``@step``; inside the step ``current.intune.dataset()`` is the tuned dataset.
+    """
+    return _base_step_decorator(IntuneDecorator, *args, **kwargs)

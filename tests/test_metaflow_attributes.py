@@ -1,0 +1,126 @@
+"""@intune attributes, budgets, cache location, card rows and the summary: no flow run needed."""
+
+import json
+
+import pytest
+
+from intune_flow.metaflow.attributes import (IntuneAttributeError, build_time_values, coerce,
+                                             deferred, resolve)
+from intune_flow.metaflow.card import config_rows, history_rows, summary_rows, throughput_png
+from intune_flow.metaflow.defaults import default_cache, resource_budgets
+from intune_flow.metaflow.summary import format_side_by_side, format_summary, summarize
+
+REF = "examples.dlrm:train"  # any importable module:attr; find_spec does not run it
+
+
+def test_strings_from_the_command_line_are_coerced():
+    s = coerce({"pipeline": REF, "budget_s": "30", "strict": "true", "cpu_budget": "2",
+                "ram_budget": "512MiB", "window_s": "0.5", "pipeline_kwargs": '{"batch_size": 64}'})
+    assert s.budget_s == 30.0 and s.strict is True and s.cpu_budget == 2.0
+    assert s.ram_budget == 512 * 2**20 and s.window_s == 0.5
+    assert s.pipeline_kwargs == {"batch_size": 64} and s.method == "intune"
+    assert coerce({"pipeline": REF, "strict": "False"}).strict is False
+
+
+@pytest.mark.parametrize("attrs, match", [
+    ({}, "needs pipeline="),
+    ({"pipeline": "examples.dlrm.train"}, "malformed"),
+    ({"pipeline": "examples.dlrm:"}, "malformed"),
+    ({"pipeline": "no_such_module_xyz:f"}, "no module named 'no_such_module_xyz'"),
+    ({"pipeline": REF, "budget_s": -1}, "budget_s=-1 must be greater than zero"),
+    ({"pipeline": REF, "budget_s": 0}, "budget_s=0 must be greater than zero"),
+    ({"pipeline": REF, "budget_s": "soon"}, "not a number"),
+    ({"pipeline": REF, "cpu_budget": 0}, "greater than zero"),
+    ({"pipeline": REF, "ram_budget": "lots"}, "not a memory size"),
+    ({"pipeline": REF, "strict": "maybe"}, "not a boolean"),
+    ({"pipeline": REF, "pipeline_kwargs": "{not json"}, "not JSON"),
+    ({"pipeline": REF, "pipeline_kwargs": "[1, 2]"}, "must be a dict"),
+    ({"pipeline": REF, "budgett": 3}, "does not know 'budgett'"),
+])
+def test_bad_attributes_name_the_problem(attrs, match):
+    with pytest.raises(IntuneAttributeError, match=match):
+        coerce(attrs)
+
+
+def test_unknown_method_is_refused_when_the_methods_are_known():
+    with pytest.raises(IntuneAttributeError, match="not one of intune, random"):
+        coerce({"pipeline": REF, "method": "magic"}, known_methods=("intune", "random"))
+
+
+def test_parameters_and_callables_are_checked_with_defaults_and_resolved_on_the_task():
+    from metaflow import Parameter
+
+    budget = Parameter("budget", type=float, default=12.0)
+    attrs = {"pipeline": REF, "budget_s": budget, "pipeline_kwargs": lambda flow: {"files": flow.files}}
+    assert set(deferred(attrs)) == {"budget_s", "pipeline_kwargs"}
+    assert coerce(build_time_values(attrs)).budget_s == 12.0
+
+    class Flow:
+        files = ["a", "b"]
+
+    Flow.budget = 7
+    s = coerce(resolve(attrs, Flow()))
+    assert s.budget_s == 7.0 and s.pipeline_kwargs == {"files": ["a", "b"]}
+    with pytest.raises(IntuneAttributeError, match="budget_s=-1"):
+        coerce(build_time_values({"pipeline": REF, "budget_s": Parameter("b", default=-1)}))
+
+
+class _Deco:
+    def __init__(self, name, attributes, user_set):
+        self.name, self.attributes, self._user_defined_attributes = name, attributes, set(user_set)
+
+
+def test_resources_give_the_default_budgets_only_where_the_user_set_them():
+    assert resource_budgets([_Deco("resources", {"cpu": 4, "memory": 8192}, ["cpu", "memory"])]) \
+        == (4.0, 8192 * 2**20)
+    assert resource_budgets([_Deco("resources", {"cpu": 1, "memory": 2048}, ["memory"])]) \
+        == (None, 2048 * 2**20)
+    assert resource_budgets([_Deco("resources", {"cpu": "2"}, ["cpu"]),
+                             _Deco("kubernetes", {"cpu": 8}, ["cpu"])])[0] == 8.0
+    assert resource_budgets([_Deco("retry", {"times": 3}, ["times"])]) == (None, None)
+
+
+def test_default_cache_prefers_the_environment_then_the_s3_datastore(monkeypatch):
+    monkeypatch.setenv("INTUNE_FLOW_CACHE", "/some/where")
+    assert default_cache("s3") == ("/some/where", "$INTUNE_FLOW_CACHE")
+    monkeypatch.delenv("INTUNE_FLOW_CACHE")
+    assert default_cache("local") == (None, "the local default")
+    import metaflow.metaflow_config as mfconf
+
+    monkeypatch.setattr(mfconf, "DATASTORE_SYSROOT_S3", "s3://bucket/metaflow/")
+    assert default_cache("s3") == ("s3://bucket/metaflow/intune_flow", "the Metaflow S3 datastore root")
+
+
+RECORD = {
+    "pipeline": "m:f", "source": "tuned", "reason": None, "tuning_seconds": 12.5,
+    "seconds_saved": 0.0, "throughput": 3000.0, "start_throughput": 1000.0,
+    "config": {"read": 4, "prefetch": 8}, "start_config": {"read": 1, "prefetch": 1},
+    "history": [{"config": {"read": 1, "prefetch": 1}, "throughput": 1000.0, "status": "ok", "seconds": 1.0},
+                {"config": {"read": 4, "prefetch": 8}, "throughput": 3000.0, "status": "ok", "seconds": 1.0},
+                {"config": {"read": 8, "prefetch": 8}, "throughput": 0.0, "status": "oom", "seconds": 0.4}],
+    "cpu_budget": 2.0, "ram_budget": 2**31, "method": "intune", "cache": "/c", "cache_origin": "decorator",
+}
+
+
+def test_card_rows_hold_the_figures():
+    rows = dict(summary_rows(RECORD))
+    assert rows["source"] == "tuned" and rows["tuning seconds"] == "12.5 s"
+    assert rows["speedup over start"] == "3.00x" and rows["ram budget"] == "2.0 GiB"
+    assert config_rows(RECORD) == [["read", "1", "4"], ["prefetch", "1", "8"]]
+    assert [r[3] for r in history_rows(RECORD)] == ["ok", "ok", "oom"]
+    fallback = dict(summary_rows({**RECORD, "source": "fallback", "reason": "it broke"}))
+    assert fallback["fallback reason"] == "it broke"
+    png = throughput_png(RECORD)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert throughput_png({**RECORD, "history": []}) is None
+
+
+def test_summary_and_side_by_side():
+    stats = {"steps": 10, "steps_per_s": 5.0, "records_per_s": 5120.0, "input_wait_fraction": 0.25,
+             "final_loss": 0.5}
+    s = summarize(RECORD, stats)
+    json.dumps(s)
+    text = format_summary(s)
+    assert "25.0%" in text and "tuned" in text and "12.5" in text
+    table = format_side_by_side({"night 1": s, "night 2": {**s, "tuning_source": "cache"}})
+    assert "night 1" in table.splitlines()[0] and "cache" in table
