@@ -1,6 +1,88 @@
-"""`intune-flow probe` (placeholder until its issue lands)."""
+"""``intune-flow probe PIPELINE --config ...``: measure one config of a pipeline."""
+
+from __future__ import annotations
+
+import json
 
 
 def register(sub):
-    p = sub.add_parser("probe", help="(not yet implemented)")
-    p.set_defaults(func=lambda args: print("intune-flow probe: not implemented yet") or 1)
+    p = sub.add_parser("probe", help="measure a pipeline at one config (records/s, CPU, RSS)")
+    p.add_argument("pipeline", help='factory as "package.module:function"')
+    p.add_argument("--config", default="defaults",
+                   help='"read=4,parse=2" (others at default; a value may be "autotune"), '
+                        '"ones", "autotune" or "defaults" (default)')
+    p.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="keyword argument for the factory (value parsed as JSON if it can be)")
+    p.add_argument("--window-s", type=float, default=3.0, help="measurement window (default 3)")
+    p.add_argument("--warmup-s", type=float, default=0.5)
+    p.add_argument("--timeout-s", type=float, default=30.0)
+    p.add_argument("--ram-budget", default=None, help='e.g. "4GiB" (default: half of free RAM)')
+    p.add_argument("--cpu-budget", type=float, default=None, help="cores (default: usable cores)")
+    p.add_argument("--json", action="store_true", help="print the Measurement as JSON")
+    p.set_defaults(func=_run)
+
+
+def parse_config(text: str, space) -> dict:
+    """``ones`` | ``autotune`` | ``defaults`` | ``name=value,...`` -> a config dict."""
+    from ..errors import KnobError
+    from ..knobs import AUTOTUNE
+
+    text = text.strip()
+    if text in ("ones", "autotune", "defaults"):
+        return getattr(space, text)()
+    config = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise KnobError(f"config item {item!r} is not NAME=VALUE; write e.g. read=4,parse=2 "
+                            "or one of: ones, autotune, defaults")
+        value = value.strip()
+        try:
+            config[name.strip()] = AUTOTUNE if value.lower() == "autotune" else int(value)
+        except ValueError:
+            raise KnobError(f"knob {name.strip()!r} needs an integer or 'autotune', "
+                            f"got {value!r}") from None
+    return config
+
+
+def _kwargs(items) -> dict:
+    from ..errors import IntuneError
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise IntuneError(f"--arg {item!r} is not KEY=VALUE")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
+def _run(args) -> int:
+    from ..errors import IntuneError
+    from ..pipeline import Pipeline
+    from ..probe import probe
+    from ..resources import parse_bytes
+
+    pipeline = Pipeline.load(args.pipeline, **_kwargs(args.arg))
+    config = parse_config(args.config, pipeline.space)
+    try:
+        ram = parse_bytes(args.ram_budget) if args.ram_budget else None
+    except ValueError as exc:
+        raise IntuneError(f"--ram-budget: {exc}") from None
+    m = probe(pipeline, config, window_s=args.window_s, warmup_s=args.warmup_s,
+              timeout_s=args.timeout_s, ram_budget=ram, cpu_budget=args.cpu_budget)
+    if args.json:
+        print(json.dumps(m.to_dict(), indent=1))
+    else:
+        cfg = ",".join(f"{k}={'autotune' if v == -1 else v}" for k, v in m.config.items())
+        print(f"{pipeline.name} [{pipeline.framework}] config {cfg}")
+        print(f"  status {m.status}: {m.records_per_s:,.0f} records/s, "
+              f"{m.elements_per_s:,.1f} elements/s (spread {m.spread:.2f}), "
+              f"CPU {m.cpu_util:.0%} of {args.cpu_budget or 'all usable'} cores, "
+              f"peak RSS {m.peak_rss / 2**20:,.0f} MiB, {m.seconds:.1f} s")
+        if m.error:
+            print(f"  {m.error}")
+    return 0 if m.ok else 1

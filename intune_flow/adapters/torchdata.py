@@ -1,0 +1,51 @@
+"""torchdata.nodes adapter. torchdata has no AUTOTUNE: AUTOTUNE values are resolved to
+``KnobSpace.concretize`` values (parallelism = cores, buffer = 2) before the factory runs."""
+
+from __future__ import annotations
+
+import sys
+
+
+FRAMEWORK = "torchdata"
+
+
+def _types():
+    nodes = sys.modules.get("torchdata.nodes")
+    return (nodes.BaseNode, nodes.Loader) if nodes is not None else ()
+
+
+def is_dataset(obj) -> bool:
+    types = _types()
+    return bool(types) and isinstance(obj, types)
+
+
+def implicit_knobs() -> list:
+    return []
+
+
+def prepare_config(space, config: dict, cpu_budget: float) -> dict:
+    return space.concretize(config, cpu_budget)
+
+
+def finalize(ds, config: dict, implicit: tuple[str, ...]):
+    return ds
+
+
+def spec_schema(ds):
+    return None  # known only from the first batch
+
+
+def batch_size(ds) -> int | None:
+    """``batch_size`` of the first Batcher found walking the node graph from the root."""
+    node = ds
+    for _ in range(64):
+        if type(node).__name__ == "Batcher":
+            return int(node.batch_size)
+        node = getattr(node, "root", None) or getattr(node, "source", None)
+        if node is None:
+            return None
+    return None
+
+
+def iterate(ds):
+    return iter(ds)

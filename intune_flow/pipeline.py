@@ -1,0 +1,248 @@
+"""``Pipeline``: a user's dataset factory, its knob space, schema and fingerprint.
+
+A factory is an ordinary function ``factory(knobs, **kwargs)`` returning a
+``tf.data.Dataset`` or a ``torchdata.nodes`` node/Loader; it declares each knob where it
+uses it. ``Pipeline.load`` accepts the factory, a ``"module:attr"`` string or another
+``Pipeline``. The knob space is discovered once by a dry build with a recording
+``Knobs()`` (building a tf.data graph or torchdata node graph reads no data).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any, Callable, Mapping
+
+from . import adapters
+from .errors import KnobError, PipelineError
+from .knobs import Knobs, KnobSpace
+
+_FORM = '"package.module:function" (e.g. "examples.criteo:criteo_pipeline")'
+
+
+def _import_ref(ref: str) -> Callable:
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name.strip() or not attr.strip() or ":" in attr:
+        raise PipelineError(f"pipeline reference {ref!r} is malformed; write it as {_FORM}")
+    module_name, attr = module_name.strip(), attr.strip()
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        cwd = os.getcwd()
+        missing = getattr(exc, "name", None)
+        # Like uvicorn/airflow: a module next to the caller should import without installing.
+        if cwd not in sys.path and missing and module_name.startswith(missing.split(".")[0]):
+            sys.path.insert(0, cwd)
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:
+                sys.path.remove(cwd)
+                module = None
+        else:
+            module = None
+        if module is None:
+            raise PipelineError(
+                f"cannot import module {module_name!r} of pipeline {ref!r}: "
+                f"{type(exc).__name__}: {exc}. Check that the module is installed or on "
+                f"sys.path (PYTHONPATH, or run from its parent directory) and spell it as "
+                f"{_FORM}") from exc
+    except Exception as exc:  # the module imported but raised at import time
+        raise PipelineError(f"importing module {module_name!r} of pipeline {ref!r} raised "
+                            f"{type(exc).__name__}: {exc}; fix the module") from exc
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            names = sorted(n for n in dir(module) if not n.startswith("_")
+                           and callable(getattr(module, n)))
+            raise PipelineError(f"module {module_name!r} has no attribute {attr!r}; "
+                                f"callables there: {names}") from None
+    return obj
+
+
+class Pipeline:
+    """A dataset factory bound to its keyword arguments.
+
+    ``space`` (the knobs), ``framework``, ``schema()``, ``fingerprint()`` and
+    ``batch_size`` are computed on first use and cached; ``build(config)`` returns a
+    fresh dataset each call.
+    """
+
+    def __init__(self, factory: Callable, kwargs: Mapping[str, Any] | None = None, *,
+                 ref: str | None = None):
+        if not callable(factory):
+            raise PipelineError(f"a pipeline factory must be callable, got "
+                                f"{type(factory).__name__}; pass a function f(knobs, **kwargs) "
+                                f"or a {_FORM} string")
+        self.factory = factory
+        self.kwargs = dict(kwargs or {})
+        self.ref = ref or _ref_of(factory)
+        self._space: KnobSpace | None = None
+        self._adapter = None
+        self._implicit: tuple[str, ...] = ()
+        self._spec: tuple[dict, bool, int | None] | None = None
+        self._schema: dict | None = None
+        self._batch_size: int | None = None
+        self._batch_known = False
+        self._batched: bool | None = None
+
+    # -- construction ----------------------------------------------------------------
+    @classmethod
+    def load(cls, ref, **factory_kwargs) -> "Pipeline":
+        """A Pipeline from a ``"module:attr"`` string, a factory callable or a Pipeline."""
+        if isinstance(ref, Pipeline):
+            if not factory_kwargs:
+                return ref
+            return cls(ref.factory, {**ref.kwargs, **factory_kwargs}, ref=ref.ref)
+        if isinstance(ref, str):
+            return cls(_import_ref(ref), factory_kwargs, ref=ref.strip())
+        return cls(ref, factory_kwargs)
+
+    @property
+    def name(self) -> str:
+        return self.ref or repr(self.factory)
+
+    def __repr__(self) -> str:
+        kw = f", {self.kwargs}" if self.kwargs else ""
+        return f"Pipeline({self.name!r}{kw})"
+
+    # -- discovery -------------------------------------------------------------------
+    def _call(self, knobs: Knobs):
+        try:
+            ds = self.factory(knobs, **self.kwargs)
+        except KnobError as exc:
+            raise KnobError(f"{exc} (in pipeline factory {self.name})") from exc
+        except Exception as exc:
+            raise PipelineError(
+                f"pipeline factory {self.name} raised {type(exc).__name__}: {exc}. "
+                "Fix the factory or its arguments (the original traceback is chained "
+                "below)") from exc
+        adapter = adapters.adapter_for(ds)
+        if adapter is None:
+            kind = f"{type(ds).__module__}.{type(ds).__qualname__}"
+            raise PipelineError(
+                f"pipeline factory {self.name} returned {kind}, which is not a dataset; "
+                f"return a {adapters.SUPPORTED}")
+        return ds, adapter
+
+    def _discover(self) -> None:
+        knobs = Knobs()
+        ds, adapter = self._call(knobs)
+        space = knobs.space
+        implicit = []
+        for knob in adapter.implicit_knobs():
+            if knob.name not in space:
+                space = space.with_knob(knob)
+                implicit.append(knob.name)
+        self._adapter, self._implicit = adapter, tuple(implicit)
+        self._spec = adapter.spec_schema(ds)
+        self._batch_size = adapter.batch_size(ds)
+        self._batch_known = self._batch_size is not None
+        self._space = space
+
+    @property
+    def space(self) -> KnobSpace:
+        """The knobs the factory declares, plus the framework's implicit ones."""
+        if self._space is None:
+            self._discover()
+        return self._space
+
+    @property
+    def framework(self) -> str:
+        """``"tf.data"`` or ``"torchdata"``."""
+        self.space
+        return self._adapter.FRAMEWORK
+
+    @property
+    def implicit_knobs(self) -> tuple[str, ...]:
+        """Names of knobs intune_flow adds (tf.data: ``threadpool``), not declared by the factory."""
+        self.space
+        return self._implicit
+
+    # -- building --------------------------------------------------------------------
+    def resolve(self, config: Mapping[str, int] | None = None, cpu_budget: float | None = None) -> dict:
+        """The complete config the factory will see: validated, defaults filled in, and for
+        torchdata (which has no AUTOTUNE) AUTOTUNE replaced by concrete values."""
+        config = self.space.validate(config or {})
+        if cpu_budget is None:
+            from .resources import usable_cpus
+
+            cpu_budget = usable_cpus()
+        return self._adapter.prepare_config(self.space, config, cpu_budget)
+
+    def build(self, config: Mapping[str, int] | None = None, *, cpu_budget: float | None = None):
+        """A fresh dataset with ``config`` (missing knobs at their defaults)."""
+        config = self.resolve(config, cpu_budget)
+        ds, adapter = self._call(Knobs(config))
+        return adapter.finalize(ds, config, self._implicit)
+
+    def iterate(self, ds):
+        """An iterator over a dataset this pipeline built."""
+        return self._adapter.iterate(ds)
+
+    def first_element(self, config: Mapping[str, int] | None = None):
+        """The first element of a fresh build; PipelineError if the dataset is empty."""
+        ds = self.build(config)
+        it = self.iterate(ds)
+        try:
+            return next(it)
+        except StopIteration:
+            raise PipelineError(
+                f"pipeline {self.name} yielded no elements; check that its input files exist "
+                "and are not empty and that no filter/take drops everything") from None
+        except Exception as exc:
+            raise PipelineError(f"pipeline {self.name} raised {type(exc).__name__} while "
+                                f"producing its first element: {exc}") from exc
+        finally:
+            del it, ds
+
+    # -- identity --------------------------------------------------------------------
+    def schema(self) -> dict:
+        """Feature name -> {"dtype", "shape"} of one element, batch dimension as None."""
+        if self._schema is None:
+            self.space
+            if self._spec is None:  # torchdata: known only from the first batch
+                self._spec = adapters.element_schema(self.first_element(),
+                                                     True if self._batch_known else None)
+            self._schema, batched, static = self._spec
+            if not self._batch_known and (static is not None or not batched):
+                self._batch_size, self._batch_known = (static if batched else 1), True
+        return self._schema
+
+    def fingerprint(self) -> str:
+        """Stable hash of framework, schema and knob space: the policy-cache key."""
+        from .fingerprint import fingerprint
+
+        return fingerprint(self.framework, self.schema(), self.space)
+
+    def records_in(self, element) -> int:
+        """Records in one element of this pipeline: its batch dimension, or 1 if unbatched."""
+        batched = getattr(self, "_batched", None)
+        if batched is None:
+            self.space
+            if self._spec is not None:
+                batched = self._spec[1]
+            else:
+                batched = self._batch_known or adapters.element_schema(element)[1]
+            self._batched = batched
+        return adapters.leading_dim(element) if batched else 1
+
+    @property
+    def batch_size(self) -> int | None:
+        """Records per element when inferable (the graph's batch op or the first element)."""
+        if not self._batch_known:
+            self.schema()
+        if not self._batch_known:
+            self._batch_size = adapters.leading_dim(self.first_element())
+            self._batch_known = True
+        return self._batch_size
+
+
+def _ref_of(factory) -> str | None:
+    """``"module:qualname"`` of a module-level function (usable to load it again), else None."""
+    module, qual = getattr(factory, "__module__", None), getattr(factory, "__qualname__", None)
+    if not module or not qual or "<" in qual or module == "__main__":
+        return None
+    return f"{module}:{qual}"

@@ -1,0 +1,229 @@
+"""The measurement probe: build a pipeline with a config, run it for a window, report.
+
+One probe, used by the tuner, the baselines, the benchmarks and the integrations::
+
+    m = probe("examples.criteo:criteo_pipeline", {"read": 4, "parse": 2}, window_s=3)
+    m.records_per_s, m.cpu_util, m.peak_rss, m.status
+
+How it measures: the pipeline is built and iterated in a worker thread; the calling
+thread samples the process's RSS and the progress counters every ~25 ms. Timing starts
+at the first element: ``warmup_s`` seconds are discarded, then ``window_s`` seconds are
+split into ``subwindows`` equal parts; the reported rates are the median over the parts
+and ``spread`` is (max - min) / median. ``cpu_util`` is process CPU seconds over the
+window / (window wall seconds * cpu_budget). ``peak_rss`` is the highest sampled RSS
+over the whole probe (build included).
+
+It stops early with status ``"oom"`` when RSS passes ``ram_budget``, ``"timeout"`` when
+no element arrives for ``timeout_s`` (a hung factory or stage), ``"error"`` when building
+or iterating raises, and ``"empty"`` when the dataset ends before the window does.
+A worker thread that hangs inside the framework cannot be interrupted from Python: it is
+abandoned (a daemon thread; it stops at its next element) and the caller gets the
+``"timeout"`` measurement. After each probe the iterator and dataset are dropped and
+garbage-collected so RSS can fall back, as far as the framework's allocator returns memory.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import threading
+import time
+from typing import Mapping
+
+from .errors import IntuneError
+from .measurement import (STATUS_EMPTY, STATUS_ERROR, STATUS_OK, STATUS_OOM, STATUS_TIMEOUT,
+                          Measurement)
+from .resources import current_rss, default_ram_budget, usable_cpus
+
+SAMPLE_S = 0.025
+JOIN_S = 5.0  # how long to wait for the worker to let go of the pipeline after a stop
+
+
+class _Worker(threading.Thread):
+    """Builds and iterates the pipeline, counting elements and records, until told to stop."""
+
+    def __init__(self, pipeline, config):
+        super().__init__(name="intune-flow-probe", daemon=True)
+        self.pipeline, self.config = pipeline, config
+        self.stop = threading.Event()
+        self.elements = 0
+        self.records = 0
+        self.first_at: float | None = None
+        self.first_n = 0
+        self.last_at = time.perf_counter()
+        self.progress = (self.last_at, 0, 0)  # (time, elements, records), replaced atomically
+        self.done = False       # iteration ended (StopIteration)
+        self.error: BaseException | None = None
+        self.finished = threading.Event()
+
+    def run(self):
+        ds = it = None
+        try:
+            ds = self.pipeline.build(self.config)
+            it = self.pipeline.iterate(ds)
+            while not self.stop.is_set():
+                try:
+                    element = next(it)
+                except StopIteration:
+                    self.done = True
+                    break
+                n = self.pipeline.records_in(element)
+                del element
+                now = time.perf_counter()
+                if self.first_at is None:
+                    self.first_at, self.first_n = now, n
+                self.records += n
+                self.elements += 1
+                self.last_at = now
+                self.progress = (now, self.elements, self.records)
+        except BaseException as exc:  # noqa: BLE001 - reported as status "error"
+            self.error = exc
+        finally:
+            it = ds = None  # noqa: F841 - release the framework's iterator in this thread
+            self.pipeline = None
+            self.finished.set()
+
+
+def _bounded(fn, timeout_s: float):
+    """Run ``fn`` in a daemon thread: (result, exception, timed_out)."""
+    box: dict = {}
+
+    def target():
+        try:
+            box["result"] = fn()
+        except BaseException as exc:  # noqa: BLE001
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="intune-flow-discover", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return box.get("result"), box.get("error"), thread.is_alive()
+
+
+def _interp(points, t: float, idx: int) -> float:
+    """Column ``idx`` of ``points`` (sorted by column 0) at time ``t``, linearly interpolated."""
+    prev = points[0]
+    if t <= prev[0]:
+        return prev[idx]
+    for p in points:
+        if p[0] >= t:
+            if p[0] == prev[0]:
+                return p[idx]
+            return prev[idx] + (t - prev[0]) / (p[0] - prev[0]) * (p[idx] - prev[idx])
+        prev = p
+    return points[-1][idx]
+
+
+def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float = 2.0,
+          warmup_s: float = 0.5, subwindows: int = 4, ram_budget: int | None = None,
+          cpu_budget: float | None = None, timeout_s: float = 30.0) -> Measurement:
+    """Measure ``pipeline`` (a Pipeline, factory or ``"module:attr"``) at ``config``.
+
+    Invalid arguments and an invalid config raise; everything that goes wrong inside the
+    pipeline is reported in ``Measurement.status`` / ``.error``.
+    """
+    from .pipeline import Pipeline
+
+    for name, value in (("window_s", window_s), ("timeout_s", timeout_s)):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            raise IntuneError(f"probe: {name} must be a positive number of seconds, got {value!r}")
+    if not isinstance(warmup_s, (int, float)) or warmup_s < 0:
+        raise IntuneError(f"probe: warmup_s must be >= 0 seconds, got {warmup_s!r}")
+    if not isinstance(subwindows, int) or subwindows < 1:
+        raise IntuneError(f"probe: subwindows must be a positive integer, got {subwindows!r}")
+    pipeline = Pipeline.load(pipeline)
+    cpu_budget = float(cpu_budget) if cpu_budget else usable_cpus()
+    ram_budget = int(ram_budget) if ram_budget else default_ram_budget()
+    started = time.perf_counter()
+    # The dry build runs the user's factory: bound it like everything else.
+    space, exc, hung = _bounded(lambda: pipeline.space, timeout_s)
+    if hung or exc is not None:
+        m = Measurement(config=dict(config or {}), peak_rss=current_rss(),
+                        seconds=time.perf_counter() - started)
+        m.status = STATUS_TIMEOUT if hung else STATUS_ERROR
+        m.error = (f"building {pipeline.name} took longer than {timeout_s:g} s" if hung
+                   else f"{type(exc).__name__}: {exc}")
+        return m
+    full = space.validate(config or {})  # KnobError on unknown knobs / bad values
+    worker = _Worker(pipeline, full)
+    # (t, elements, records, cpu seconds, time of the latest element)
+    samples: list[tuple[float, int, int, float, float]] = []
+    peak_rss = current_rss()
+    status, error = STATUS_OK, None
+    worker.start()
+    try:
+        while True:
+            time.sleep(SAMPLE_S)
+            now = time.perf_counter()
+            rss = current_rss()
+            peak_rss = max(peak_rss, rss)
+            at, elements, records = worker.progress
+            samples.append((now, elements, records, time.process_time(), at))
+            if worker.error is not None:
+                status, error = STATUS_ERROR, f"{type(worker.error).__name__}: {worker.error}"
+                break
+            if rss > ram_budget:
+                status = STATUS_OOM
+                error = (f"RSS {rss / 2**20:.0f} MiB passed the RAM budget "
+                         f"{ram_budget / 2**20:.0f} MiB")
+                break
+            if worker.first_at is not None:
+                end = worker.first_at + warmup_s + window_s
+                # Run on to the first element after the window (bounded), so the count at
+                # the window's end is interpolated between two real arrivals.
+                if now >= end and (worker.last_at >= end or now >= end + window_s / subwindows):
+                    break
+            if worker.done:
+                status = STATUS_EMPTY
+                error = (f"the pipeline ended after {worker.elements} element(s), before the "
+                         f"{warmup_s + window_s:g} s warm-up and window; repeat it "
+                         f"(.repeat()/epochs=None) or give it more data")
+                break
+            if now - max(worker.last_at, started) > timeout_s:
+                status = STATUS_TIMEOUT
+                what = "first element" if worker.first_at is None else "next element"
+                error = (f"no {what} within {timeout_s:g} s (a stage blocks or is far too "
+                         f"slow); the probe abandoned its worker thread")
+                break
+    finally:
+        worker.stop.set()
+    m = _summarize(full, samples, worker.first_at, worker.first_n, warmup_s, window_s,
+                   subwindows, cpu_budget)
+    m.status, m.error, m.peak_rss = status, error, int(peak_rss)
+    if status != STATUS_TIMEOUT:
+        worker.finished.wait(JOIN_S)
+    del worker
+    gc.collect()
+    m.seconds = time.perf_counter() - started
+    return m
+
+
+def _summarize(config, samples, first_at, first_n, warmup_s, window_s, subwindows,
+               cpu_budget) -> Measurement:
+    m = Measurement(config=dict(config))
+    if first_at is None or len(samples) < 2:
+        return m
+    start = first_at + warmup_s
+    end = min(start + window_s, samples[-1][0])
+    if end <= start:
+        return m
+    step = window_s / subwindows
+    bounds = [start + i * step for i in range(subwindows + 1) if start + i * step <= end + 1e-9]
+    if len(bounds) < 2:
+        bounds = [start, end]
+    # Counters are exact at element arrivals: interpolate between arrivals, not samples.
+    events = sorted({(s[4], s[1], s[2]) for s in samples if s[1] > 0})
+    events = [(first_at, 1, first_n)] + [e for e in events if e[0] > first_at]
+    e_rates, r_rates = [], []
+    for a, b in zip(bounds, bounds[1:]):
+        e_rates.append((_interp(events, b, 1) - _interp(events, a, 1)) / (b - a))
+        r_rates.append((_interp(events, b, 2) - _interp(events, a, 2)) / (b - a))
+    m.elements_per_s = float(statistics.median(e_rates))
+    m.records_per_s = float(statistics.median(r_rates))
+    m.throughput = m.records_per_s
+    if m.records_per_s > 0:
+        m.spread = float((max(r_rates) - min(r_rates)) / m.records_per_s)
+    wall = bounds[-1] - bounds[0]
+    cpu = _interp(samples, bounds[-1], 3) - _interp(samples, bounds[0], 3)
+    m.cpu_util = float(cpu / (wall * cpu_budget)) if wall > 0 else 0.0
+    return m

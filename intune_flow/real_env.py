@@ -1,0 +1,52 @@
+"""``PipelineEnv``: the real pipeline behind the :class:`~intune_flow.env.TuningEnv` interface."""
+
+from __future__ import annotations
+
+import time
+from typing import Mapping
+
+from .errors import IntuneError
+from .knobs import KnobSpace
+from .measurement import Measurement
+from .resources import default_ram_budget, parse_bytes, usable_cpus
+
+
+class PipelineEnv:
+    """Measures configs of a real pipeline with :func:`intune_flow.probe.probe`.
+
+    ``cpu_budget`` defaults to the usable cores, ``ram_budget`` (bytes or "4GiB") to
+    :func:`intune_flow.resources.default_ram_budget`. ``clock()`` is wall seconds since
+    creation. ``measure`` accepts any valid config, AUTOTUNE values and concretized
+    configs included.
+    """
+
+    def __init__(self, pipeline, *, cpu_budget: float | None = None, ram_budget=None,
+                 window_s: float = 2.0, warmup_s: float = 0.5, timeout_s: float = 30.0):
+        from .pipeline import Pipeline
+
+        if cpu_budget is not None and (isinstance(cpu_budget, bool) or
+                                       not isinstance(cpu_budget, (int, float)) or cpu_budget <= 0):
+            raise IntuneError(f"cpu_budget must be a positive number of cores, got {cpu_budget!r}")
+        try:
+            ram = parse_bytes(ram_budget) if ram_budget is not None else default_ram_budget()
+        except ValueError as exc:
+            raise IntuneError(f"ram_budget: {exc}") from None
+        self._start = time.perf_counter()
+        self.pipeline = Pipeline.load(pipeline)
+        self.cpu_budget = float(cpu_budget) if cpu_budget is not None else usable_cpus()
+        self.ram_budget = int(ram)
+        self.window_s, self.warmup_s, self.timeout_s = window_s, warmup_s, timeout_s
+
+    @property
+    def space(self) -> KnobSpace:
+        return self.pipeline.space
+
+    def measure(self, config: Mapping[str, int]) -> Measurement:
+        from .probe import probe
+
+        return probe(self.pipeline, dict(config), window_s=self.window_s,
+                     warmup_s=self.warmup_s, ram_budget=self.ram_budget,
+                     cpu_budget=self.cpu_budget, timeout_s=self.timeout_s)
+
+    def clock(self) -> float:
+        return time.perf_counter() - self._start

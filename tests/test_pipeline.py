@@ -1,0 +1,193 @@
+"""Pipeline: loading, knob discovery, building, schema, fingerprint, and each user error."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+from intune_flow import AUTOTUNE, KnobError, PipelineError
+from intune_flow.pipeline import Pipeline
+from intune_flow.resources import usable_cpus
+
+
+def tiny(knobs, n=256, batch_size=8, dtype="float32", map_max=8, width=3, repeat=True):
+    """A small tf.data factory with two knobs (module-level: loadable by string)."""
+    ds = tf.data.Dataset.range(n)
+    ds = ds.repeat() if repeat else ds
+    ds = ds.map(lambda i: {"x": tf.cast(tf.fill([width], i), dtype), "y": i},
+                num_parallel_calls=knobs.parallelism("map", max=map_max))
+    return ds.batch(batch_size).prefetch(knobs.buffer("prefetch", max=16))
+
+
+def own_threadpool(knobs):
+    ds = tf.data.Dataset.range(10).batch(2)
+    options = tf.data.Options()
+    options.threading.private_threadpool_size = knobs.threads("threadpool", max=8)
+    return ds.with_options(options)
+
+
+def raising(knobs):
+    knobs.parallelism("read")
+    raise RuntimeError("cannot open bucket")
+
+
+def test_load_by_string_discovers_knobs_and_implicit_threadpool():
+    p = Pipeline.load("tests.test_pipeline:tiny")
+    assert p.framework == "tf.data"
+    assert p.space.names == ("map", "prefetch", "threadpool")
+    assert p.implicit_knobs == ("threadpool",)
+    pool = p.space["threadpool"]
+    assert (pool.kind, pool.min, pool.max, pool.default) == ("threads", 1, 256, AUTOTUNE)
+    assert p.space["map"].max == 8 and p.space["prefetch"].kind == "buffer"
+    assert p.ref == "tests.test_pipeline:tiny"
+    assert Pipeline.load(tiny).ref == "tests.test_pipeline:tiny"
+
+
+def test_load_pipeline_returns_it_or_merges_kwargs():
+    p = Pipeline.load(tiny, batch_size=4)
+    assert Pipeline.load(p) is p
+    q = Pipeline.load(p, n=32)
+    assert q.kwargs == {"batch_size": 4, "n": 32} and q.factory is tiny
+
+
+def test_build_applies_config_threadpool_and_autotune():
+    p = Pipeline.load(tiny)
+    ds = p.build({"map": 3, "threadpool": 7})
+    assert ds.options().threading.private_threadpool_size == 7
+    assert p.build().options().threading.private_threadpool_size in (None, 0)  # tf default
+    batch = next(iter(p.build(p.space.autotune())))
+    assert batch["x"].shape == (8, 3)
+    own = Pipeline.load(own_threadpool)
+    assert own.implicit_knobs == () and own.space["threadpool"].max == 8
+    assert own.build({"threadpool": 5}).options().threading.private_threadpool_size == 5
+
+
+def test_schema_and_batch_size():
+    p = Pipeline.load(tiny, batch_size=5, width=4)
+    assert p.schema() == {"x": {"dtype": "float32", "shape": [None, 4]},
+                          "y": {"dtype": "int64", "shape": [None]}}
+    assert p.batch_size == 5
+    unbatched = Pipeline.load(lambda knobs: tf.data.Dataset.range(3).map(
+        lambda i: tf.fill([4], i), num_parallel_calls=knobs.parallelism("m")))
+    assert unbatched.schema() == {"0": {"dtype": "int64", "shape": [4]}}
+    assert unbatched.batch_size == 1
+
+
+def test_torchdata_autotune_resolves_to_concrete_values():
+    from torchdata.nodes import Batcher, IterableWrapper, ParallelMapper, Prefetcher
+
+    seen = []
+
+    def factory(knobs):
+        workers, buffer = knobs.parallelism("work", max=8), knobs.buffer("prefetch", max=8)
+        seen.append((workers, buffer))
+        node = ParallelMapper(IterableWrapper(range(100)), lambda i: i * 2, num_workers=workers,
+                              method="thread")
+        return Prefetcher(Batcher(node, batch_size=10), prefetch_factor=buffer)
+
+    p = Pipeline.load(factory)
+    assert p.framework == "torchdata" and p.space.names == ("work", "prefetch")
+    p.build(p.space.autotune())
+    cores = max(1, int(round(usable_cpus())))
+    assert seen[-1] == (min(cores, 8), 2)
+    assert p.batch_size == 10
+
+
+# -- errors a user can act on ------------------------------------------------------------
+@pytest.mark.parametrize("ref", ["nocolon", ":x", "m:", "a:b:c", "  :  "])
+def test_malformed_reference(ref):
+    with pytest.raises(PipelineError, match=r"malformed.*package\.module:function"):
+        Pipeline.load(ref)
+
+
+def test_reference_that_does_not_import():
+    with pytest.raises(PipelineError) as info:
+        Pipeline.load("no_such_module_xyz.sub:factory")
+    msg = str(info.value)
+    assert "no_such_module_xyz.sub" in msg and "ModuleNotFoundError" in msg
+    assert "sys.path" in msg and "package.module:function" in msg
+    with pytest.raises(PipelineError, match=r"has no attribute 'nope'.*criteo_pipeline"):
+        Pipeline.load("examples.criteo:nope")
+
+
+def test_reference_imports_from_working_directory(tmp_path, monkeypatch):
+    (tmp_path / "my_local_pipe.py").write_text(
+        "import tensorflow as tf\n"
+        "def make(knobs):\n"
+        "    return tf.data.Dataset.range(4).batch(2).prefetch(knobs.buffer('p'))\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    p = Pipeline.load("my_local_pipe:make")
+    assert p.space.names == ("p", "threadpool")
+
+
+def test_factory_that_raises_names_factory_and_keeps_cause():
+    with pytest.raises(PipelineError) as info:
+        Pipeline.load(raising).space
+    msg = str(info.value)
+    assert "tests.test_pipeline:raising" in msg and "RuntimeError" in msg
+    assert "cannot open bucket" in msg and "Fix the factory" in msg
+    assert isinstance(info.value.__cause__, RuntimeError)
+
+
+def test_factory_returning_a_non_dataset():
+    with pytest.raises(PipelineError) as info:
+        Pipeline.load(lambda knobs: [1, 2, 3]).space
+    assert "builtins.list" in str(info.value) and "tf.data.Dataset" in str(info.value)
+    assert "torchdata.nodes" in str(info.value)
+    with pytest.raises(PipelineError, match="must be callable"):
+        Pipeline.load(42)
+
+
+def test_factory_that_yields_no_elements():
+    p = Pipeline.load(tiny, n=0, repeat=False)
+    assert p.schema()["x"]["shape"] == [None, 3]  # known without data
+    with pytest.raises(PipelineError, match="yielded no elements.*files exist"):
+        p.first_element()
+
+
+@pytest.mark.parametrize("declare, match", [
+    (lambda k: k.parallelism("read", max=2.5), "max must be an integer"),
+    (lambda k: k.parallelism("read", min="1"), "min must be an integer"),
+    (lambda k: k.buffer("prefetch", min=8, max=4), r"min \(8\) is greater than max \(4\)"),
+])
+def test_bad_knob_bounds(declare, match):
+    def factory(knobs):
+        declare(knobs)
+        return tf.data.Dataset.range(3)
+
+    with pytest.raises(KnobError, match=match):
+        Pipeline.load(factory).space
+
+
+def test_config_naming_an_unknown_knob():
+    p = Pipeline.load(tiny)
+    with pytest.raises(KnobError, match=r"unknown knob.*\['reed'\].*declares"):
+        p.build({"reed": 4})
+    with pytest.raises(KnobError, match="outside its bounds"):
+        p.build({"map": 99})
+
+
+# -- fingerprint --------------------------------------------------------------------------
+def test_fingerprint_stable_and_sensitive():
+    base = Pipeline.load(tiny).fingerprint()
+    assert Pipeline.load(tiny).fingerprint() == base
+    assert len(base) == 32 and int(base, 16) >= 0
+    # Not changed by: batch size, data size, config or defaults.
+    assert Pipeline.load(tiny, batch_size=64, n=10).fingerprint() == base
+    p = Pipeline.load(tiny)
+    p.build({"map": 4})
+    assert p.fingerprint() == base
+    # Changed by: a dtype, a shape, knob bounds.
+    assert Pipeline.load(tiny, dtype="float64").fingerprint() != base
+    assert Pipeline.load(tiny, width=5).fingerprint() != base
+    assert Pipeline.load(tiny, map_max=16).fingerprint() != base
+
+
+def test_fingerprint_same_in_another_process():
+    code = ("from intune_flow.pipeline import Pipeline; "
+            "print(Pipeline.load('tests.test_pipeline:tiny').fingerprint())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == Pipeline.load(tiny).fingerprint()

@@ -1,0 +1,162 @@
+"""The probe: figures that move with the pipeline's physics, and every early-stop status."""
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from intune_flow import KnobError
+from intune_flow.env import TuningEnv
+from intune_flow.probe import probe
+from intune_flow.real_env import PipelineEnv
+from intune_flow.resources import current_rss
+
+RELEASE = threading.Event()  # set at the end of the session: unblocks "forever" stages
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_blocked_threads():
+    yield
+    RELEASE.set()
+
+
+def sleepy(knobs, delay_ms=5.0, batch_size=16, n=None):
+    """Each element costs one blocking ``delay_ms`` call: parallelism (and threads) pay."""
+    def work(i):
+        time.sleep(delay_ms / 1000.0)
+        return np.full([4], i, dtype=np.float32)
+
+    ds = tf.data.Dataset.range(n if n is not None else 10**9)
+    ds = ds.map(lambda i: tf.reshape(tf.numpy_function(work, [i], tf.float32), [4]),
+                num_parallel_calls=knobs.parallelism("read", max=64))
+    return ds.batch(batch_size).prefetch(knobs.buffer("prefetch", max=8))
+
+
+def blocks_forever(knobs):
+    def wait(i):
+        RELEASE.wait()
+        return i
+
+    ds = tf.data.Dataset.range(10).map(lambda i: tf.numpy_function(wait, [i], tf.int64),
+                                       num_parallel_calls=knobs.parallelism("map"))
+    return ds.batch(2)
+
+
+def hangs_in_factory(knobs):
+    knobs.parallelism("read")
+    RELEASE.wait()
+    return tf.data.Dataset.range(3)
+
+
+def fails_on_element(knobs):
+    def bad(i):
+        if i >= 5:
+            raise ValueError("corrupt record at offset 5")
+        return i
+
+    ds = tf.data.Dataset.range(10**6).map(lambda i: tf.numpy_function(bad, [i], tf.int64),
+                                          num_parallel_calls=knobs.parallelism("map"))
+    return ds.batch(1)
+
+
+def _probe_threads():
+    return [t for t in threading.enumerate() if t.name == "intune-flow-probe" and t.is_alive()]
+
+
+def test_measurement_fields_and_release():
+    m = probe(sleepy, {"read": 4}, window_s=1.0, warmup_s=0.2)
+    assert m.status == "ok" and m.error is None
+    assert m.config == {"read": 4, "prefetch": 1, "threadpool": -1}
+    assert m.records_per_s == pytest.approx(16 * m.elements_per_s, rel=0.01)
+    assert m.throughput == m.records_per_s > 0
+    assert 0 < m.cpu_util and m.peak_rss >= 100 * 2**20 and m.spread >= 0
+    assert m.seconds >= 1.2
+    assert not _probe_threads(), "the probe left its worker running"
+
+
+def test_parallelism_and_threadpool_raise_latency_bound_throughput():
+    one = probe(sleepy, {"read": 1, "threadpool": 1}, window_s=1.5, warmup_s=0.3)
+    many = probe(sleepy, {"read": 16, "threadpool": 16}, window_s=1.5, warmup_s=0.3)
+    assert one.ok and many.ok
+    assert many.records_per_s > 3 * one.records_per_s
+
+
+def test_oom_when_ram_budget_is_below_current_rss():
+    m = probe(sleepy, window_s=5, ram_budget=current_rss() // 2)
+    assert m.status == "oom" and "RAM budget" in m.error
+    assert m.seconds < 5  # stopped early, not after the window
+
+
+def test_timeout_when_a_stage_blocks_forever():
+    m = probe(blocks_forever, window_s=1, timeout_s=1.5)
+    assert m.status == "timeout" and "no first element within 1.5 s" in m.error
+
+
+def test_timeout_when_the_factory_hangs():
+    m = probe(hangs_in_factory, window_s=1, timeout_s=1.0)
+    assert m.status == "timeout" and "took longer than 1 s" in m.error
+
+
+def test_error_when_the_pipeline_raises_keeps_message():
+    m = probe(fails_on_element, window_s=1)
+    assert m.status == "error" and "corrupt record at offset 5" in m.error
+
+
+def test_error_when_the_factory_raises():
+    def factory(knobs):
+        raise OSError("no such file: shard-0")
+
+    m = probe(factory, window_s=1)
+    assert m.status == "error" and "no such file: shard-0" in m.error
+
+
+def test_empty_when_the_dataset_ends_before_the_window():
+    m = probe(lambda knobs: sleepy(knobs, n=40), {"read": 4}, window_s=5, warmup_s=0.1)
+    assert m.status == "empty" and "ended after 3 element(s)" in m.error
+    nothing = probe(lambda knobs: sleepy(knobs, n=0), window_s=1)
+    assert nothing.status == "empty" and "after 0 element(s)" in nothing.error
+
+
+def test_bad_config_and_arguments_raise():
+    with pytest.raises(KnobError, match="unknown knob"):
+        probe(sleepy, {"raed": 2})
+    with pytest.raises(Exception, match="window_s must be a positive"):
+        probe(sleepy, window_s=0)
+    with pytest.raises(Exception, match="timeout_s must be a positive"):
+        probe(sleepy, timeout_s=-1)
+
+
+def test_pipeline_env_is_a_tuning_env_and_measures_concrete_configs():
+    env = PipelineEnv(sleepy, cpu_budget=2, ram_budget="64GiB", window_s=0.5, warmup_s=0.1)
+    assert isinstance(env, TuningEnv)
+    assert env.space.names == ("read", "prefetch", "threadpool")
+    assert env.cpu_budget == 2.0 and env.ram_budget == 64 * 2**30
+    concrete = env.space.concretize(env.space.autotune(), env.cpu_budget)
+    m = env.measure(concrete)
+    assert m.ok and m.config == concrete and env.clock() >= 0.6
+    with pytest.raises(Exception, match="cpu_budget must be a positive"):
+        PipelineEnv(sleepy, cpu_budget=0)
+    with pytest.raises(Exception, match="not a memory size"):
+        PipelineEnv(sleepy, ram_budget="lots")
+
+
+def test_cli_probe_json_and_errors():
+    cmd = [sys.executable, "-m", "intune_flow", "probe", "tests.test_probe:sleepy",
+           "--window-s", "0.5", "--warmup-s", "0.1"]
+    out = subprocess.run(cmd + ["--config", "read=4,threadpool=autotune", "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    m = json.loads(out.stdout)
+    assert m["status"] == "ok" and m["config"]["read"] == 4 and m["config"]["threadpool"] == -1
+    text = subprocess.run(cmd + ["--config", "ones"], capture_output=True, text=True)
+    assert text.returncode == 0 and "records/s" in text.stdout and "read=1" in text.stdout
+    bad = subprocess.run(cmd + ["--config", "reed=4"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown knob" in bad.stderr
+    missing = subprocess.run([sys.executable, "-m", "intune_flow", "probe", "nomodule:f"],
+                             capture_output=True, text=True)
+    assert missing.returncode == 2 and "cannot import module 'nomodule'" in missing.stderr
