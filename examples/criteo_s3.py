@@ -17,7 +17,6 @@ objects under ``prefix``, created and filled from the default generated dataset.
 from __future__ import annotations
 
 import os
-import threading
 import time
 
 import numpy as np
@@ -28,7 +27,6 @@ from intune_flow.data import default_dataset
 
 DEFAULT_BUCKET = "intune-flow-demo"
 DEFAULT_PREFIX = "criteo/"
-_local = threading.local()
 
 
 def s3_client(endpoint_url=None):
@@ -37,19 +35,9 @@ def s3_client(endpoint_url=None):
     from botocore.config import Config
 
     endpoint_url = endpoint_url or os.environ.get("INTUNE_FLOW_S3_ENDPOINT_URL") or None
+    s3 = {"addressing_style": "path"} if endpoint_url else {}
     return boto3.client("s3", endpoint_url=endpoint_url,
-                        config=Config(max_pool_connections=128, retries={"max_attempts": 3}))
-
-
-def _thread_client(endpoint_url):
-    # One client per tf.data thread: clients are thread-safe, but one client's connection
-    # pool would serialize the GETs we want in parallel.
-    clients = getattr(_local, "clients", None)
-    if clients is None:
-        clients = _local.clients = {}
-    if endpoint_url not in clients:
-        clients[endpoint_url] = s3_client(endpoint_url)
-    return clients[endpoint_url]
+                        config=Config(max_pool_connections=128, retries={"max_attempts": 3}, s3=s3))
 
 
 def upload_dataset(bucket, prefix=DEFAULT_PREFIX, files=None, *, client=None, endpoint_url=None,
@@ -101,7 +89,7 @@ def criteo_s3_pipeline(knobs, bucket=None, prefix=DEFAULT_PREFIX, endpoint_url=N
     def get(key):
         if delay:
             time.sleep(delay)
-        body = _thread_client(endpoint_url).get_object(Bucket=bucket, Key=key.decode())["Body"]
+        body = client.get_object(Bucket=bucket, Key=key.decode())["Body"]  # clients are thread-safe
         return np.array(split_records(body.read()), dtype=object)
 
     def fetch(key):

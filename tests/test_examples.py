@@ -1,0 +1,126 @@
+"""The reference pipelines: element structure, transforms, record counts, and their physics."""
+
+import numpy as np
+import pytest
+
+from intune_flow import data
+from intune_flow.pipeline import Pipeline
+from intune_flow.probe import probe
+
+SCHEMA = {"dense": {"dtype": "float32", "shape": [None, 13]},
+          "sparse": {"dtype": "int64", "shape": [None, 26]},
+          "label": {"dtype": "float32", "shape": [None]}}
+ROWS, SHARDS = 4096, 2
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    out = tmp_path_factory.mktemp("examples") / "criteo"
+    data.generate(out, rows=ROWS, shards=SHARDS, seed=11)
+    return {fmt: data.files(out, fmt) for fmt in data.FORMATS}
+
+
+def _epoch_records(pipeline, config=None):
+    ds = pipeline.build(config)
+    return sum(pipeline.records_in(batch) for batch in pipeline.iterate(ds))
+
+
+def _expected(rows=slice(0, 1024)):
+    cols = data.columns(ROWS, seed=11)
+    dense = np.stack([cols[n][rows] for n in data.DENSE], axis=1)
+    return np.log1p(np.maximum(dense, 0)).astype(np.float32), cols["label"][rows].astype(np.float32)
+
+
+def test_criteo_elements_and_transforms(dataset):
+    from examples.criteo import TABLE_SIZES
+
+    p = Pipeline.load("examples.criteo:criteo_pipeline", files=dataset["tfrecord"], epochs=1)
+    assert p.space.names == ("read", "parse", "transform", "prefetch", "threadpool")
+    assert p.schema() == SCHEMA and p.batch_size == 1024
+    first = p.first_element({"read": 1})  # cycle_length 1: shard 0 in order
+    dense, label = _expected()
+    np.testing.assert_allclose(first["dense"].numpy(), dense, rtol=1e-6)
+    np.testing.assert_array_equal(first["label"].numpy(), label)
+    sparse = first["sparse"].numpy()
+    assert (sparse >= 0).all() and (sparse < np.array(TABLE_SIZES)).all()
+    assert len(np.unique(sparse[:, 2])) > 10  # hashing keeps ids apart
+    assert _epoch_records(p, {"read": 2, "parse": 2}) == ROWS
+    assert _epoch_records(p, p.space.autotune()) == ROWS
+
+
+def test_criteo_works_with_no_arguments():
+    p = Pipeline.load("examples.criteo:criteo_pipeline")
+    assert p.schema() == SCHEMA
+    m = probe(p, {"read": 2, "parse": 2, "transform": 2, "prefetch": 2}, window_s=0.5,
+              warmup_s=0.2)
+    assert m.ok and m.records_per_s > 0
+
+
+def test_criteo_torch_same_structure_as_tf(dataset):
+    p = Pipeline.load("examples.criteo_torch:criteo_torch_pipeline", files=dataset["parquet"],
+                      epochs=1)
+    assert p.framework == "torchdata" and p.space.names == ("read", "transform", "prefetch")
+    assert p.schema() == SCHEMA and p.batch_size == 1024
+    tf_p = Pipeline.load("examples.criteo:criteo_pipeline", files=dataset["tfrecord"])
+    assert p.fingerprint() != tf_p.fingerprint()  # same schema, other framework and knobs
+    first = p.first_element({"read": 1, "transform": 1})
+    dense, label = _expected()
+    np.testing.assert_allclose(first["dense"].numpy(), dense, rtol=1e-6)
+    np.testing.assert_array_equal(first["label"].numpy(), label)
+    assert _epoch_records(p, {"read": 2, "transform": 2, "prefetch": 4}) == ROWS
+    assert _epoch_records(p, p.space.autotune()) == ROWS  # AUTOTUNE resolved to concrete values
+
+
+def test_criteo_remote_records_and_latency_physics(dataset):
+    p = Pipeline.load("examples.criteo_remote:criteo_remote_pipeline", files=dataset["tfrecord"],
+                      latency_ms=20)
+    assert p.schema() == SCHEMA
+    assert _epoch_records(Pipeline.load(p, epochs=1), {"read": 4}) == ROWS
+    one = probe(p, {"read": 1}, window_s=1.5, warmup_s=0.3)
+    many = probe(p, {"read": 8, "threadpool": 16}, window_s=1.5, warmup_s=0.3)
+    assert one.ok and many.ok
+    assert many.records_per_s > 2 * one.records_per_s
+
+
+def test_criteo_s3_reads_objects_from_a_real_server(dataset, s3_env):
+    from examples.criteo_s3 import criteo_s3_pipeline, list_keys, s3_client, upload_dataset
+
+    bucket = s3_env.make_bucket()
+    keys = upload_dataset(bucket, "c/", dataset["tfrecord"], records_per_object=512)
+    assert len(keys) == ROWS // 512 and list_keys(s3_client(), bucket, "c/") == sorted(keys)
+    p = Pipeline.load(criteo_s3_pipeline, bucket=bucket, prefix="c/")
+    assert p.schema() == SCHEMA
+    assert _epoch_records(Pipeline.load(p, epochs=1), {"read": 4, "threadpool": 8}) == ROWS
+    m = probe(p, {"read": 4, "threadpool": 8}, window_s=1, warmup_s=0.2)
+    assert m.ok and m.records_per_s > 0
+    empty = Pipeline.load(criteo_s3_pipeline, bucket=bucket, prefix="nothing/")
+    with pytest.raises(Exception, match="no objects under s3://"):
+        empty.space
+
+
+@pytest.mark.slow
+def test_criteo_s3_latency_bound(dataset, s3_env):
+    from examples.criteo_s3 import upload_dataset
+
+    bucket = s3_env.make_bucket()
+    upload_dataset(bucket, "c/", dataset["tfrecord"], records_per_object=256)
+    p = Pipeline.load("examples.criteo_s3:criteo_s3_pipeline", bucket=bucket, prefix="c/",
+                      latency_ms=20)
+    one = probe(p, {"read": 1}, window_s=2, warmup_s=0.5)
+    many = probe(p, {"read": 8, "threadpool": 16}, window_s=2, warmup_s=0.5)
+    assert one.ok and many.ok
+    assert many.records_per_s > 2 * one.records_per_s
+
+
+@pytest.mark.slow
+def test_criteo_memory_grows_with_read_parallelism():
+    p = Pipeline.load("examples.criteo_memory:criteo_memory_pipeline")
+    assert p.schema()["crosses"] == {"dtype": "int64", "shape": [None, 325]}
+    assert p.batch_size == 16384
+    low = probe(p, p.space.ones(), window_s=2)
+    high = probe(p, {"read": 32, "threadpool": 32, "prefetch": 8}, window_s=2)
+    assert low.ok and high.ok
+    assert high.peak_rss > low.peak_rss + 200 * 2**20
+    capped = probe(p, {"read": 32, "threadpool": 32, "prefetch": 8}, window_s=2,
+                   ram_budget=low.peak_rss + 100 * 2**20)
+    assert capped.status == "oom"
