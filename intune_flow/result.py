@@ -1,0 +1,116 @@
+"""``TuneResult``: what ``tune()`` returns, JSON-serializable for XCom and Metaflow artifacts."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from .measurement import Measurement
+
+SOURCES = ("cache", "refined", "transferred", "tuned", "fallback")
+
+
+@dataclass
+class TuneResult:
+    """The chosen config and how it was found.
+
+    ``source`` says where the config came from:
+
+    - ``"cache"``: an exact cache hit, confirmed by a short verification probe
+    - ``"refined"``: a hit whose config now delivers < 90% of its recorded throughput
+      (data or machine drift), fine-tuned from the cached policy on a short budget
+    - ``"transferred"``: no record for this hardware class; started from the record of
+      the same schema and knob space on another class, on a short budget
+    - ``"tuned"``: a miss, tuned from the shipped policy
+    - ``"fallback"``: tuning failed (``reason`` says why); the cached config or the
+      factory defaults, so training can still run
+
+    ``tuning_seconds`` is the wall time of the tuning phase (knob discovery, fingerprint,
+    cache lookup, probes/search, write-back; not the import of the pipeline's module).
+    ``seconds_saved`` is, for a run that found a record, the recorded cold tuning
+    seconds minus this run's. Throughputs are records/s (elements/s when the batch size
+    is unknown). Nothing secret is ever stored here.
+    """
+
+    config: dict[str, int]
+    throughput: float = 0.0
+    start_config: dict[str, int] = field(default_factory=dict)
+    start_throughput: float = 0.0
+    tuning_seconds: float = 0.0
+    seconds_saved: float = 0.0
+    source: str = "tuned"
+    reason: str | None = None
+    history: list[Measurement] = field(default_factory=list)
+    fingerprint: str | None = None
+    cache_key: str | None = None
+    cpu_budget: float = 0.0
+    ram_budget: int = 0
+    method: str = "intune"
+    pipeline: str | None = None          # "module:attr" when known: from_dict results can build()
+    cache_uri: str | None = None         # the cache actually used (the local fallback on an outage)
+    hardware_class: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    _pipeline: Any = field(default=None, repr=False, compare=False)
+
+    def build(self, **factory_kwargs):
+        """The dataset with the chosen config (``factory_kwargs`` override the tuning-time ones)."""
+        from .pipeline import Pipeline
+
+        if self._pipeline is not None:
+            pipe = Pipeline.load(self._pipeline, **factory_kwargs)
+        elif self.pipeline:
+            pipe = Pipeline.load(self.pipeline, **factory_kwargs)
+        else:
+            from .errors import PipelineError
+
+            raise PipelineError("this result does not know its pipeline (it was tuned from a "
+                                "function that is not importable as module:attr); call "
+                                "Pipeline.load(factory).build(result.config) instead")
+        return pipe.build(self.config, cpu_budget=self.cpu_budget or None)
+
+    @property
+    def speedup(self) -> float:
+        """Throughput over the start config's throughput (0 when unknown)."""
+        return self.throughput / self.start_throughput if self.start_throughput > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        out = {}
+        for f in fields(self):
+            if f.name.startswith("_"):
+                continue
+            value = getattr(self, f.name)
+            if f.name == "history":
+                value = [_clean(m.to_dict()) for m in value]
+            out[f.name] = _clean(value)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TuneResult":
+        names = {f.name for f in fields(cls) if not f.name.startswith("_")}
+        kwargs = {k: v for k, v in data.items() if k in names}
+        kwargs["history"] = [Measurement.from_dict(m) for m in kwargs.get("history", [])]
+        for key in ("config", "start_config"):
+            if key in kwargs:
+                kwargs[key] = {str(k): int(v) for k, v in (kwargs[key] or {}).items()}
+        return cls(**kwargs)
+
+    def summary(self) -> str:
+        """One line for logs."""
+        extra = f" ({self.reason})" if self.reason else ""
+        return (f"source={self.source} throughput={self.throughput:,.0f}/s "
+                f"start={self.start_throughput:,.0f}/s tuning={self.tuning_seconds:.1f}s "
+                f"config={self.config}{extra}")
+
+
+def _clean(value):
+    """JSON-safe copy: dicts/lists recursively, non-finite floats to None, numpy scalars to Python."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
