@@ -219,15 +219,13 @@ class Pipeline:
 
     def records_in(self, element) -> int:
         """Records in one element of this pipeline: its batch dimension, or 1 if unbatched."""
-        batched = getattr(self, "_batched", None)
-        if batched is None:
+        if self._batched is None:
             self.space
             if self._spec is not None:
-                batched = self._spec[1]
+                self._batched = self._spec[1]
             else:
-                batched = self._batch_known or adapters.element_schema(element)[1]
-            self._batched = batched
-        return adapters.leading_dim(element) if batched else 1
+                self._batched = self._batch_known or adapters.element_schema(element)[1]
+        return adapters.leading_dim(element) if self._batched else 1
 
     @property
     def batch_size(self) -> int | None:

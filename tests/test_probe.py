@@ -14,7 +14,7 @@ from intune_flow import KnobError
 from intune_flow.env import TuningEnv
 from intune_flow.probe import probe
 from intune_flow.real_env import PipelineEnv
-from intune_flow.resources import current_rss
+from intune_flow.resources import RSS_MARGIN, current_rss
 
 RELEASE = threading.Event()  # set at the end of the session: unblocks "forever" stages
 
@@ -64,6 +64,20 @@ def fails_on_element(knobs):
     return ds.batch(1)
 
 
+LEAKED = []
+
+
+def leaky(knobs):
+    """Keeps 8 MiB per element forever: a pipeline that leaks memory."""
+    def leak(i):
+        LEAKED.append(np.ones(2**20, dtype=np.float64))
+        return i
+
+    ds = tf.data.Dataset.range(10**9).map(lambda i: tf.numpy_function(leak, [i], tf.int64),
+                                          num_parallel_calls=knobs.parallelism("map"))
+    return ds.batch(1)
+
+
 def _probe_threads():
     return [t for t in threading.enumerate() if t.name == "intune-flow-probe" and t.is_alive()]
 
@@ -90,6 +104,16 @@ def test_oom_when_ram_budget_is_below_current_rss():
     m = probe(sleepy, window_s=5, ram_budget=current_rss() // 2)
     assert m.status == "oom" and "RAM budget" in m.error
     assert m.seconds < 5  # stopped early, not after the window
+
+
+def test_oom_stops_a_leaking_pipeline_within_budget_plus_margin():
+    budget = current_rss() + 300 * 2**20
+    try:
+        m = probe(leaky, window_s=30, ram_budget=budget, timeout_s=10)
+    finally:
+        LEAKED.clear()
+    assert m.status == "oom"
+    assert budget < m.peak_rss <= budget * (1 + RSS_MARGIN)
 
 
 def test_timeout_when_a_stage_blocks_forever():
