@@ -131,9 +131,12 @@ class LocalCache(Cache):
         with self._lock(key):
             try:
                 path.unlink()
-                return True
             except FileNotFoundError:
                 return False
+            path.with_suffix(".reason").unlink(missing_ok=True)  # a quarantined copy's note
+            with contextlib.suppress(OSError):
+                path.parent.rmdir()                              # only if now empty
+            return True
 
     def quarantine(self, key: str, reason: str, *, if_version: str | None = None) -> str | None:
         path = self._path(key)

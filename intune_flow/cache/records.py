@@ -192,15 +192,16 @@ def _from_doc(doc: dict) -> Record:
     if _require(doc, "key", str) != str(key):
         raise RecordError("schema: key and key_parts disagree")
     space = _require(doc, "knob_space", list)
-    names = set()
+    order = []
     for knob in space:
         if not isinstance(knob, dict) or not isinstance(knob.get("name"), str):
             raise RecordError("schema: knob_space entries need a name")
-        names.add(knob["name"])
+        order.append(knob["name"])
     config = _config(doc, "config")
-    if set(config) != names:
+    if set(config) != set(order):
         raise RecordError(f"schema: config knobs {sorted(config)} differ from the knob space "
-                          f"{sorted(names)}")
+                          f"{sorted(order)}")
+    config = {name: config[name] for name in order}  # JSON is stored sorted: restore knob order
     history = _require(doc, "history", dict)
     return Record(
         key=key, config=config, throughput=_number(doc, "throughput"), knob_space=space,
