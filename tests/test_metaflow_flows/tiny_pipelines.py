@@ -4,14 +4,23 @@ Imported by the flows in this directory as ``tiny_pipelines:<factory>`` (the flo
 directory is on sys.path when Metaflow runs it).
 """
 
+import time
+
+FETCH_S = 0.004
+
+
+def _fetch(batch):
+    time.sleep(FETCH_S)  # a remote read: latency, not CPU, so its speed holds on a busy machine
+    return batch
+
 
 def tiny_pipeline(knobs, records=1 << 14, batch_size=64):
-    """Squares of a range, batched: a CPU-light tf.data pipeline with two knobs."""
+    """Batches of a range behind a 4 ms "fetch": a latency-bound tf.data pipeline, two knobs."""
     import tensorflow as tf
 
-    ds = tf.data.Dataset.range(records).repeat()
-    ds = ds.map(lambda x: x * x, num_parallel_calls=knobs.parallelism("square", max=4))
-    ds = ds.batch(batch_size)
+    ds = tf.data.Dataset.range(records).repeat().batch(batch_size)
+    ds = ds.map(lambda b: tf.numpy_function(_fetch, [b], tf.int64),
+                num_parallel_calls=knobs.parallelism("fetch", max=4))
     return ds.prefetch(knobs.buffer("prefetch", max=8))
 
 

@@ -1,0 +1,66 @@
+"""The nightly retraining flow on a ``torchdata.nodes`` pipeline (see ``nightly_retrain.py``).
+
+    python flows/nightly_retrain_torch.py run
+    python flows/nightly_retrain_torch.py run --tune_budget_s 10 --train_steps 100
+
+The same steps as :mod:`nightly_retrain`, with ``examples.criteo_torch:criteo_torch_pipeline``
+reading the generated Parquet shards instead of the tf.data pipeline over TFRecords.
+"""
+
+import torch  # noqa: F401  (import torch before metaflow: Netflix/metaflow#2462)
+from metaflow import FlowSpec, Parameter, current, step
+
+from intune_flow.metaflow import intune
+
+PIPELINE = "examples.criteo_torch:criteo_torch_pipeline"
+
+
+class NightlyRetrainTorchFlow(FlowSpec):
+    """Nightly DLRM retraining on a torchdata pipeline tuned (or fetched from the cache) first."""
+
+    tune_budget_s = Parameter("tune_budget_s", type=float, default=30.0,
+                              help="Seconds the tuning phase may spend when the cache has no answer")
+    train_steps = Parameter("train_steps", type=int, default=200,
+                            help="Training steps (batches) of the DLRM")
+    batch_size = Parameter("batch_size", type=int, default=1024, help="Records per batch")
+
+    @step
+    def start(self):
+        self.pipeline = PIPELINE
+        self.next(self.prepare)
+
+    @step
+    def prepare(self):
+        """Generated Criteo-shaped Parquet shards in $INTUNE_FLOW_DATA_DIR, written once and reused."""
+        from intune_flow.data import default_dataset
+
+        self.files = default_dataset("parquet")
+        print(f"training data: {len(self.files)} Parquet shards under "
+              f"{self.files[0].rsplit('/', 2)[0]}")
+        self.next(self.train)
+
+    @intune(pipeline=PIPELINE, budget_s=tune_budget_s,
+            pipeline_kwargs=lambda flow: {"files": flow.files, "batch_size": flow.batch_size})
+    @step
+    def train(self):
+        from examples.criteo_torch import TABLE_SIZES
+        from examples.dlrm import train
+
+        stats = train(current.intune.dataset(), steps=self.train_steps, seed=0,
+                      num_embeddings=[int(n) for n in TABLE_SIZES])
+        self.train_stats = stats.to_dict()
+        print(f"trained {stats.steps} steps: {stats.steps_per_s:.1f} steps/s, input wait "
+              f"{stats.input_wait_fraction:.1%} of step time, loss {stats.first_loss:.3f} -> "
+              f"{stats.final_loss:.3f}")
+        self.next(self.end)
+
+    @step
+    def end(self):
+        from intune_flow.metaflow.summary import format_summary, summarize
+
+        self.summary = summarize(self.intune_result, self.train_stats)
+        print(format_summary(self.summary))
+
+
+if __name__ == "__main__":
+    NightlyRetrainTorchFlow()

@@ -1,0 +1,26 @@
+"""A flow whose pipeline breaks while tuning: the step must still run (or fail with strict)."""
+
+from metaflow import FlowSpec, Parameter, current, intune, step
+
+
+class FallbackFlow(FlowSpec):
+    strict = Parameter("strict", type=bool, default=False, help="fail the step if tuning fails")
+
+    @step
+    def start(self):
+        self.next(self.train)
+
+    @intune(pipeline="tiny_pipelines:broken_pipeline", budget_s=2, window_s=0.3, strict=strict)
+    @step
+    def train(self):
+        self.step_ran_with = {"source": current.intune.source, "config": current.intune.config,
+                              "reason": current.intune.reason}
+        self.next(self.end)
+
+    @step
+    def end(self):
+        pass
+
+
+if __name__ == "__main__":
+    FallbackFlow()

@@ -1,0 +1,173 @@
+"""@intune in real local Metaflow runs (``python flow.py run`` in subprocesses).
+
+The flows under tests/test_metaflow_flows/ use pipelines of our own (tiny_pipelines.py),
+written the way the README tells a new user to. Metaflow's home, datastore and cards
+live in the session's temp dir (tests/conftest.py); each test gets its own policy cache.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent / "test_metaflow_flows"
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def mf_env(tmp_path):
+    """The session's hermetic environment, a cache of this test's own, cards next to the datastore."""
+    env = dict(os.environ)
+    env["INTUNE_FLOW_CACHE"] = str(tmp_path / "policy-cache")
+    env["METAFLOW_CARD_LOCALROOT"] = str(Path(env["METAFLOW_DATASTORE_SYSROOT_LOCAL"]) / "mf.cards")
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def run_flow(flow: Path, *args: str, env: dict, tmp_path: Path, top=(), ok: bool = True):
+    """``python flow.py TOP run ARGS``; returns (run_id, combined output)."""
+    run_id_file = tmp_path / f"run-id-{len(list(tmp_path.glob('run-id-*')))}"
+    cmd = [sys.executable, str(flow), *top, "run", "--run-id-file", str(run_id_file), *args]
+    proc = subprocess.run(cmd, env=env, cwd=flow.parent, capture_output=True, text=True,
+                          timeout=900)
+    out = proc.stdout + proc.stderr
+    if ok:
+        assert proc.returncode == 0, out[-6000:]
+    else:
+        assert proc.returncode != 0, out[-6000:]
+    return (run_id_file.read_text().strip() if run_id_file.exists() else None), out
+
+
+def client(expr: str, env: dict):
+    """Evaluate ``expr`` with the Metaflow Client in a subprocess; it must print JSON."""
+    code = f"import json\nfrom metaflow import Flow, Run, Step, Task, namespace\nnamespace(None)\n{expr}\n"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def artifact(flow: str, run_id: str, step: str, name: str, env: dict):
+    return client(f"t = Step('{flow}/{run_id}/{step}').task\n"
+                  f"print(json.dumps(t.data.{name} if '{name}' in t else None))", env)
+
+
+def card_components(flow: Path, run_id: str, step: str, env: dict, tmp_path: Path) -> list[dict]:
+    """The components of the step's ``intune`` card, decoded from ``card get``'s HTML."""
+    out = tmp_path / f"card-{run_id}.html"
+    proc = subprocess.run([sys.executable, str(flow), "card", "get", f"{run_id}/{step}", "--id",
+                           "intune", str(out)], env=env, cwd=flow.parent, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0 and out.exists(), proc.stdout + proc.stderr
+    html = out.read_text()
+    blob = re.search(r'__MF_DATA__\["[^"]+"\] = "([^"]+)"', html).group(1)
+    data = json.loads(base64.b64decode(blob))
+    found = []
+
+    def walk(x):
+        if isinstance(x, dict):
+            if x.get("type") in ("markdown", "table", "image"):
+                found.append(x)
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(data["components"])
+    return found
+
+
+def card_summary(components: list[dict]) -> dict:
+    """The first table of the card (``[name, value]`` rows) as a dict."""
+    table = next(c for c in components if c["type"] == "table")
+    return {row[0]: row[1] for row in table["data"]}
+
+
+# -- flow build: attributes are checked before anything runs ---------------------------------
+@pytest.mark.parametrize("spec, message", [
+    ("intune:pipeline=no_such_module_xyz:f", "no module named 'no_such_module_xyz'"),
+    ("intune:pipeline=tiny_pipelines.tiny_pipeline", "malformed"),
+    ("intune:pipeline=tiny_pipelines:tiny_pipeline,budget_s=-5", "budget_s=-5 must be greater than zero"),
+    ("intune:pipeline=tiny_pipelines:tiny_pipeline,method=magic", "method='magic' is not one of"),
+    ("intune:pipeline=tiny_pipelines:tiny_pipeline,budgett=5", "does not support the attribute 'budgett'"),
+])
+def test_bad_attributes_fail_at_flow_build(mf_env, spec, message):
+    proc = subprocess.run([sys.executable, "plain_flow.py", "--with", spec, "show"], env=mf_env,
+                          cwd=HERE, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert message in proc.stdout + proc.stderr
+
+
+# -- real runs ----------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_second_run_takes_the_config_from_the_cache(mf_env, tmp_path):
+    flow = HERE / "import_style_flow.py"
+    run1, out1 = run_flow(flow, env=mf_env, tmp_path=tmp_path)
+    run2, out2 = run_flow(flow, env=mf_env, tmp_path=tmp_path)
+    first = artifact("ImportStyleFlow", run1, "train", "intune_result", mf_env)
+    second = artifact("ImportStyleFlow", run2, "train", "intune_result", mf_env)
+
+    assert first["source"] == "tuned", first.get("reason")
+    assert len(first["history"]) >= 2 and first["throughput"] > 0
+    assert second["source"] == "cache"
+    assert second["config"] == first["config"]
+    assert second["cache_key"] == first["cache_key"]
+    assert len(second["history"]) < len(first["history"])  # one verification probe, no search
+    assert second["seconds_saved"] > 0
+    # the step body saw the tuned config through current.intune and built the dataset
+    seen = artifact("ImportStyleFlow", run2, "train", "seen", mf_env)
+    assert seen == {"source": "cache", "config": second["config"]}
+    assert artifact("ImportStyleFlow", run2, "train", "first_batch_len", mf_env) == 32
+    assert "[@intune] source cache" in out2
+
+    # the card holds the same figures as the artifact
+    cold_comps = card_components(flow, run1, "train", mf_env, tmp_path)
+    cold = card_summary(cold_comps)
+    warm = card_summary(card_components(flow, run2, "train", mf_env, tmp_path))
+    assert cold["source"] == "tuned" and warm["source"] == "cache"
+    assert cold["tuning seconds"] == f"{first['tuning_seconds']:.2f} s" or \
+        cold["tuning seconds"] == f"{first['tuning_seconds']:,.1f} s"
+    assert warm["seconds saved"].endswith(" s") and warm["seconds saved"] != "0.00 s"
+    assert any(c["type"] == "image" and c["src"].startswith("data:image/png") for c in cold_comps)
+    knob_table = [c for c in cold_comps if c["type"] == "table"][1]
+    assert [row[0] for row in knob_table["data"]] == list(first["config"])
+    assert [row[2] for row in knob_table["data"]] == [str(v) for v in first["config"].values()]
+
+
+@pytest.mark.slow
+def test_with_attaches_intune_from_the_command_line(mf_env, tmp_path):
+    flow = HERE / "plain_flow.py"
+    run_id, out = run_flow(flow, env=mf_env, tmp_path=tmp_path, top=(
+        "--with", "intune:pipeline=tiny_pipelines:tiny_pipeline,budget_s=3,window_s=0.5,"
+                  "method=hillclimb,strict=true"))
+    seen = artifact("PlainFlow", run_id, "train", "seen", mf_env)
+    assert seen["strict"] is True and seen["source"] == "tuned"
+    record = artifact("PlainFlow", run_id, "train", "intune_result", mf_env)
+    assert record["config"] == seen["config"] and record["settings"]["budget_s"] == 3.0
+    # --with puts the decorator on every step; steps that never use current.intune do not tune
+    assert artifact("PlainFlow", run_id, "start", "intune_result", mf_env) is None
+    assert out.count("[@intune] tuning ") == 1
+
+
+@pytest.mark.slow
+def test_a_broken_pipeline_falls_back_and_strict_fails(mf_env, tmp_path):
+    flow = HERE / "fallback_flow.py"
+    run_id, out = run_flow(flow, env=mf_env, tmp_path=tmp_path)
+    ran = artifact("FallbackFlow", run_id, "train", "step_ran_with", mf_env)
+    assert ran["source"] == "fallback"
+    assert ran["config"] == {"square": 1, "prefetch": 1, "threadpool": -1}  # the factory defaults
+    assert "broke on purpose" in ran["reason"]
+    summary = card_summary(card_components(flow, run_id, "train", mf_env, tmp_path))
+    assert summary["source"] == "fallback" and "broke on purpose" in summary["fallback reason"]
+    assert "[@intune] fell back" in out
+
+    _, out = run_flow(flow, "--strict", "True", env=mf_env, tmp_path=tmp_path, ok=False)
+    assert "TuningError" in out and "broke on purpose" in out
