@@ -1,0 +1,185 @@
+"""Simulated machines (8-128 cores): every method vs the exact oracle on held-out pipelines.
+
+    python -m benchmarks.sim_bench            # full: 50 pipelines per core count
+    python -m benchmarks.sim_bench --quick    # 10 pipelines per core count
+    python -m benchmarks.sim_bench --render   # rewrite sim.md and the doc table from sim.json
+
+Pipelines come from the simulator's "eval" seed stream, which pretraining never
+uses. Each search method gets the same budget of 40 measurements after the start
+config; the figure of merit is the noise-free throughput of the config it returns
+divided by the oracle's (the exact best under the CPU and RAM budgets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).parent / "results"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "readme" / "tuner.md"
+CORES = (8, 16, 32, 64, 128)
+METHODS = ("intune", "autotune", "heuristic", "hillclimb", "random", "optuna", "ones")
+STEPS = 40
+
+
+def run(pipelines: int, cores_list=CORES, methods=METHODS, steps: int = STEPS, seed: int = 0,
+        log=print) -> dict:
+    import torch
+    torch.set_num_threads(1)
+    from intune_flow.agent.policy_io import default_policy_provenance, load_default_policy
+    from intune_flow.search import run_search
+    from intune_flow.sim import SimEnv, oracle, sample_pipeline
+
+    policy = load_default_policy()
+    rows = []
+    t0 = time.time()
+    for cores in cores_list:
+        for i in range(pipelines):
+            pipe = sample_pipeline("eval", i, cores=cores)
+            probe = SimEnv(pipe, seed=0)
+            _, best = oracle(probe)
+            start_x = probe.true_throughput(probe.space.defaults())
+            for method in methods:
+                env = SimEnv(pipe, seed=seed * 1000 + i)
+                t = time.time()
+                out = run_search(env, method, budget_s=1e12, max_steps=steps, seed=seed + i,
+                                 progress=False, policy_state=policy, learn=True)
+                x = env.true_throughput(out.best.config)
+                rows.append({
+                    "cores": cores, "pipeline": i, "method": method,
+                    "knobs": len(pipe.space), "stages": len(pipe.stages),
+                    "ratio": x / best if best > 0 else 1.0,
+                    "start_ratio": start_x / best if best > 0 else 1.0,
+                    "steps": out.steps, "sim_seconds": out.seconds,
+                    "ooms": sum(m.status == "oom" for m in out.history),
+                    "stopped": out.stopped, "wall_s": time.time() - t,
+                })
+        log(f"{cores:>4} cores done ({time.time() - t0:.0f}s)")
+    return {"rows": rows, "summary": summarize(rows), "meta": {
+        "pipelines_per_core_count": pipelines, "steps": steps, "seed": seed,
+        "cores": list(cores_list), "methods": list(methods),
+        "policy": default_policy_provenance(),
+        "command": "python -m benchmarks.sim_bench" + (" --quick" if pipelines < 50 else ""),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "python": platform.python_version(), "wall_s": round(time.time() - t0, 1)}}
+
+
+def summarize(rows) -> list[dict]:
+    out = []
+    keys = sorted({(r["cores"], r["method"]) for r in rows})
+    for cores, method in keys:
+        sel = [r for r in rows if r["cores"] == cores and r["method"] == method]
+        ratio = np.array([r["ratio"] for r in sel])
+        auto = {r["pipeline"]: r["ratio"] for r in rows
+                if r["cores"] == cores and r["method"] == "autotune"}
+        vs_auto = [r["ratio"] / auto[r["pipeline"]] for r in sel
+                   if auto.get(r["pipeline"], 0) > 0]
+        out.append({
+            "cores": cores, "method": method, "n": len(sel),
+            "median": float(np.median(ratio)), "p10": float(np.percentile(ratio, 10)),
+            "mean": float(ratio.mean()), "share_ge_95": float((ratio >= 0.95).mean()),
+            "median_vs_autotune": float(np.median(vs_auto)) if vs_auto else None,
+            "median_steps": float(np.median([r["steps"] for r in sel])),
+            "median_sim_seconds": float(np.median([r["sim_seconds"] for r in sel])),
+            "ooms": int(sum(r["ooms"] for r in sel)),
+        })
+    return out
+
+
+def render(data: dict) -> str:
+    """The Markdown table (headline: median and p10 of throughput/oracle per core count)."""
+    summ = data["summary"]
+    meta = data["meta"]
+    cores = sorted({s["cores"] for s in summ})
+    methods = [m for m in meta["methods"] if any(s["method"] == m for s in summ)]
+    get = {(s["cores"], s["method"]): s for s in summ}
+    lines = [f"Throughput of the returned config / oracle, median (p10), over "
+             f"{meta['pipelines_per_core_count']} held-out simulated pipelines per machine, "
+             f"{meta['steps']} measurements per search. Command: `{meta['command']}` "
+             f"({meta['date']}).", "",
+             "| method | " + " | ".join(f"{c} cores" for c in cores) + " |",
+             "|---|" + "---|" * len(cores)]
+    for m in methods:
+        cells = [f"{get[(c, m)]['median']:.3f} ({get[(c, m)]['p10']:.2f})" for c in cores]
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    lines += ["", "| method | median steps | median simulated s | OOM measurements | "
+                  "median ratio to AUTOTUNE | share >= 95% of oracle |", "|---|---|---|---|---|---|"]
+    for m in methods:
+        sel = [get[(c, m)] for c in cores]
+        va = [s["median_vs_autotune"] for s in sel if s["median_vs_autotune"] is not None]
+        lines.append(f"| {m} | {np.median([s['median_steps'] for s in sel]):.0f} | "
+                     f"{np.median([s['median_sim_seconds'] for s in sel]):.1f} | "
+                     f"{sum(s['ooms'] for s in sel)} | "
+                     f"{np.median(va):.2f} | "
+                     f"{np.mean([s['share_ge_95'] for s in sel]):.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(data: dict, path: Path) -> None:
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    summ = data["summary"]
+    cores = sorted({s["cores"] for s in summ})
+    methods = [m for m in data["meta"]["methods"] if any(s["method"] == m for s in summ)]
+    get = {(s["cores"], s["method"]): s for s in summ}
+    fig, ax = plt.subplots(figsize=(8, 4))
+    w = 0.8 / len(methods)
+    for j, m in enumerate(methods):
+        xs = np.arange(len(cores)) + j * w
+        ax.bar(xs, [get[(c, m)]["median"] for c in cores], w, label=m)
+    ax.set_xticks(np.arange(len(cores)) + 0.4 - w / 2, [f"{c} cores" for c in cores])
+    ax.set_ylabel("median throughput / oracle")
+    ax.set_ylim(0, 1.05)
+    ax.axhline(0.95, color="k", lw=0.8, ls="--")
+    ax.legend(ncol=4, fontsize=8, loc="lower left")
+    ax.set_title(f"simulated machines, {data['meta']['steps']} measurements per search")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_outputs(data: dict, update_doc: bool = True) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    table = render(data)
+    (RESULTS / "sim.md").write_text("# Simulated machines\n\n" + table)
+    plot(data, RESULTS / "sim.png")
+    if update_doc and DOC.exists():
+        text = DOC.read_text()
+        new = re.sub(r"(<!-- sim-table:start -->\n).*?(<!-- sim-table:end -->)",
+                     lambda m: m.group(1) + table + m.group(2), text, flags=re.S)
+        DOC.write_text(new)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="10 pipelines per core count")
+    ap.add_argument("--pipelines", type=int, default=None)
+    ap.add_argument("--cores", type=int, nargs="*", default=list(CORES))
+    ap.add_argument("--methods", nargs="*", default=list(METHODS))
+    ap.add_argument("--render", action="store_true", help="only re-render from sim.json")
+    ap.add_argument("--out", default=str(RESULTS / "sim.json"))
+    args = ap.parse_args(argv)
+    if args.render:
+        write_outputs(json.loads(Path(args.out).read_text()))
+        return 0
+    n = args.pipelines or (10 if args.quick else 50)
+    data = run(n, tuple(args.cores), tuple(args.methods))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(data, indent=1) + "\n")
+    write_outputs(data)
+    print(render(data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

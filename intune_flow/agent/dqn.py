@@ -1,0 +1,180 @@
+"""DQN (CleanRL-style, one screen): replay buffer, target network, Huber loss, clipped gradients.
+
+Observations have a variable number of knobs; the buffer pads them to ``k_pad``
+and keeps a presence mask, and actions are stored as (knob, direction) or stop
+so they map onto any padding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .network import NEG, QNet
+from .observation import GLOBAL_FEATURES, KNOB_FEATURES
+
+STOP = -1
+
+
+@dataclass
+class DQNConfig:
+    """Hyperparameters of the agent."""
+
+    hidden: int = 64
+    """width of the per-knob and stop MLPs"""
+    lr: float = 1e-3
+    """Adam learning rate"""
+    gamma: float = 0.9
+    """discount: episodes are short (tens of measurements)"""
+    batch_size: int = 128
+    """transitions per gradient step"""
+    buffer_size: int = 100_000
+    """replay capacity"""
+    tau: float = 0.01
+    """Polyak rate of the target network (1.0: hard copy)"""
+    grad_clip: float = 10.0
+    """max gradient norm"""
+    eps_start: float = 1.0
+    """initial exploration rate"""
+    eps_end: float = 0.05
+    """final exploration rate"""
+    eps_fraction: float = 0.5
+    """share of training over which epsilon decays linearly"""
+    k_pad: int = 16
+    """knob slots in the replay buffer (observations with more knobs grow it)"""
+
+
+def linear_schedule(start: float, end: float, duration: float, t: float) -> float:
+    slope = (end - start) / max(duration, 1.0)
+    return max(slope * t + start, end)
+
+
+class ReplayBuffer:
+    """Fixed-size ring of (obs, action, reward, next_obs, next_mask, done)."""
+
+    def __init__(self, capacity: int, k_pad: int, rng: np.random.Generator):
+        self.capacity, self.k_pad, self.rng = capacity, k_pad, rng
+        self.size = self.pos = 0
+        c = capacity
+        self.kf = np.zeros((c, k_pad, KNOB_FEATURES), np.float32)
+        self.g = np.zeros((c, GLOBAL_FEATURES), np.float32)
+        self.n = np.zeros(c, np.int64)
+        self.knob = np.zeros(c, np.int64)
+        self.dir = np.zeros(c, np.int64)    # 0 up, 1 down, 2 stop
+        self.r = np.zeros(c, np.float32)
+        self.kf2 = np.zeros_like(self.kf)
+        self.g2 = np.zeros_like(self.g)
+        self.m2 = np.zeros((c, 2 * k_pad + 1), bool)
+        self.done = np.zeros(c, np.float32)
+
+    def add(self, obs, action: int, reward: float, next_obs, next_mask, done: bool) -> None:
+        (kf, g), (kf2, g2) = obs, next_obs
+        k = kf.shape[0]
+        if k > self.k_pad:
+            return  # wider than the buffer: skip (pretraining pads to the largest sim pipeline)
+        i = self.pos
+        self.kf[i] = 0
+        self.kf[i, :k] = kf
+        self.g[i] = g
+        self.n[i] = k
+        if action == STOP or action == 2 * k:
+            self.knob[i], self.dir[i] = 0, 2
+        else:
+            self.knob[i], self.dir[i] = action // 2, action % 2
+        self.r[i] = reward
+        self.kf2[i] = 0
+        self.kf2[i, :k] = kf2
+        self.g2[i] = g2
+        self.m2[i] = False
+        self.m2[i, :2 * k] = next_mask[:-1]
+        self.m2[i, -1] = next_mask[-1]
+        self.done[i] = float(done)
+        self.pos = (i + 1) % self.capacity
+        self.size = min(self.size + 1, self.capacity)
+
+    def sample(self, n: int):
+        idx = self.rng.integers(0, self.size, size=n)
+        present = np.arange(self.k_pad)[None, :] < self.n[idx][:, None]
+        act = np.where(self.dir[idx] == 2, 2 * self.k_pad, 2 * self.knob[idx] + self.dir[idx])
+        t = torch.from_numpy
+        return (t(self.kf[idx]), t(self.g[idx]), t(present), t(act), t(self.r[idx]),
+                t(self.kf2[idx]), t(self.g2[idx]), t(self.m2[idx]), t(self.done[idx]))
+
+
+class DQNAgent:
+    """Online network, target network, optimizer; ``act`` is greedy unless ``explore``."""
+
+    def __init__(self, config: DQNConfig | None = None, state: dict | None = None,
+                 seed: int | None = 0):
+        self.cfg = config or DQNConfig()
+        self.rng = np.random.default_rng(seed)
+        if seed is not None:
+            torch.manual_seed(seed)
+        self.q = QNet(self.cfg.hidden)
+        if state is not None:
+            self.load_state(state)
+        self.target = QNet(self.cfg.hidden)
+        self.target.load_state_dict(self.q.state_dict())
+        self.opt = torch.optim.Adam(self.q.parameters(), lr=self.cfg.lr)
+        self.buffer = ReplayBuffer(self.cfg.buffer_size, self.cfg.k_pad, self.rng)
+        self.updates = 0
+
+    # -- weights -------------------------------------------------------------------
+    def state(self) -> dict[str, np.ndarray]:
+        return {k: v.detach().cpu().numpy().copy() for k, v in self.q.state_dict().items()}
+
+    def load_state(self, state: dict) -> None:
+        from .policy_io import validate_policy
+        clean = validate_policy(state, self.cfg.hidden)
+        self.q.load_state_dict({k: torch.from_numpy(v) for k, v in clean.items()})
+
+    # -- acting --------------------------------------------------------------------
+    def q_values(self, obs) -> np.ndarray:
+        kf, g = obs
+        with torch.no_grad():
+            return self.q(torch.from_numpy(kf)[None], torch.from_numpy(g)[None])[0].numpy()
+
+    def act(self, obs, mask: np.ndarray, explore: bool = False, epsilon: float = 0.0) -> int:
+        """Index of the chosen action among the valid ones in ``mask`` (2K means stop)."""
+        valid = np.flatnonzero(mask)
+        if len(valid) == 0:
+            return len(mask) - 1
+        if explore and self.rng.random() < epsilon:
+            return int(self.rng.choice(valid))
+        q = self.q_values(obs)
+        q = np.where(mask, q, -np.inf)
+        return int(np.argmax(q))
+
+    # -- learning ------------------------------------------------------------------
+    def remember(self, obs, action, reward, next_obs, next_mask, done) -> None:
+        self.buffer.add(obs, action, reward, next_obs, next_mask, done)
+
+    def learn(self, steps: int = 1) -> float | None:
+        """Gradient steps on replayed transitions (double-DQN targets); returns the last loss."""
+        if self.buffer.size < min(self.cfg.batch_size, 32):
+            return None
+        loss_v = None
+        for _ in range(steps):
+            kf, g, present, act, r, kf2, g2, m2, done = self.buffer.sample(self.cfg.batch_size)
+            present2 = present
+            with torch.no_grad():
+                q_next_online = self.q(kf2, g2, present2).masked_fill(~m2, NEG)
+                a_star = q_next_online.argmax(1, keepdim=True)
+                q_next = self.target(kf2, g2, present2).gather(1, a_star).squeeze(1)
+                any_valid = m2.any(1).float()
+                y = r + self.cfg.gamma * (1 - done) * any_valid * q_next
+            q = self.q(kf, g, present).gather(1, act[:, None]).squeeze(1)
+            loss = F.smooth_l1_loss(q, y)
+            self.opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.q.parameters(), self.cfg.grad_clip)
+            self.opt.step()
+            self.updates += 1
+            with torch.no_grad():
+                for p, tp in zip(self.q.parameters(), self.target.parameters()):
+                    tp.mul_(1 - self.cfg.tau).add_(p, alpha=self.cfg.tau)
+            loss_v = float(loss.detach())
+        return loss_v

@@ -1,0 +1,103 @@
+"""What the agent sees: per-knob features plus global features, from KnobSpace, configs and Measurements only.
+
+The same encoding serves the simulator and real pipelines, so the pretrained
+policy transfers. Every feature is relative (to the knob's bounds, the CPU and RAM
+budgets, the best and start throughput), so pipelines and machines of any size
+share one scale. Stage signals are optional (a flag says whether one is present).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..knobs import KINDS, KnobSpace
+from ..measurement import Measurement
+
+KNOB_FEATURES = 13
+GLOBAL_FEATURES = 12
+
+
+@dataclass
+class WalkView:
+    """Search state the observation needs beyond the current measurement."""
+
+    start: Measurement
+    best: Measurement
+    current: Measurement
+    last: Measurement | None = None            # the most recent measurement (may be rejected)
+    last_move: tuple[str, int] | None = None   # (knob, direction)
+    last_gain: float = 0.0                     # log(last / reference) of the last move
+    tried: set = field(default_factory=set)    # {(knob, direction)} already measured from current
+    budget_left: float = 1.0                   # share of steps/seconds left, 0..1
+    since_improvement: int = 0
+
+
+def total_threads(space: KnobSpace, config: dict) -> float:
+    """Threads a config asks for: parallel calls, capped by the thread pool when there is one."""
+    par = sum(config[k.name] for k in space if k.kind == "parallelism")
+    pools = [config[k.name] for k in space if k.kind == "threads"]
+    if pools:
+        return float(min(sum(pools), par)) if par else float(sum(pools))
+    return float(max(par, 1))
+
+
+def _log_ratio(a: float, b: float, lo: float, hi: float) -> float:
+    if b <= 0:
+        return hi if a > 0 else 0.0
+    if a <= 0:
+        return lo
+    return float(min(hi, max(lo, math.log(a / b))))
+
+
+def encode(space: KnobSpace, cpu_budget: float, ram_budget: float,
+           view: WalkView) -> tuple[np.ndarray, np.ndarray]:
+    """(knob features [K, KNOB_FEATURES], global features [GLOBAL_FEATURES]) as float32."""
+    cur = view.current
+    cfg = cur.config
+    cores = max(cpu_budget, 1e-3)
+    kf = np.zeros((len(space), KNOB_FEATURES), dtype=np.float32)
+    for i, k in enumerate(space):
+        v = cfg[k.name]
+        span = math.log(k.max / k.min) if k.max > k.min else 1.0
+        kf[i, 0] = math.log(v / k.min) / span
+        kf[i, 1] = max(-2.0, min(2.0, math.log2(v / cores) / 4))
+        kf[i, 2 + KINDS.index(k.kind)] = 1.0
+        sig = cur.stage_signals.get(k.name)
+        if sig is not None and math.isfinite(sig):
+            kf[i, 5] = float(min(1.0, max(0.0, sig)))
+            kf[i, 6] = 1.0
+        kf[i, 7] = float(v <= k.min)
+        kf[i, 8] = float(v >= k.max)
+        kf[i, 9] = float((k.name, 1) in view.tried)
+        kf[i, 10] = float((k.name, -1) in view.tried)
+        if view.last_move and view.last_move[0] == k.name:
+            kf[i, 11] = view.last_move[1]
+            kf[i, 12] = view.last_gain
+    g = np.zeros(GLOBAL_FEATURES, dtype=np.float32)
+    g[0] = _log_ratio(cur.throughput, view.best.throughput, -2.0, 0.0)
+    g[1] = _log_ratio(cur.throughput, view.start.throughput, -2.0, 3.0) / 3
+    g[2] = min(1.0, max(0.0, cur.cpu_util))
+    g[3] = min(2.0, cur.peak_rss / ram_budget) if ram_budget > 0 else 0.0
+    g[4] = max(-2.0, min(2.0, math.log2(total_threads(space, cfg) / cores) / 4))
+    g[5] = view.budget_left
+    g[6] = view.last_gain
+    g[7] = float(view.last is not None and not view.last.ok)
+    g[8] = min(1.0, view.since_improvement / 10)
+    g[9] = math.log2(cores) / 7
+    g[10] = len(space) / 12
+    g[11] = float(cur is view.best or cur.config == view.best.config)
+    return kf, g
+
+
+def action_mask(space: KnobSpace, config: dict, tried: set, allow_stop: bool = True) -> np.ndarray:
+    """Valid actions [2K + 1]: up/down per knob (not at a bound, not tried from here), then stop."""
+    mask = np.zeros(2 * len(space) + 1, dtype=bool)
+    for i, k in enumerate(space):
+        v = config[k.name]
+        mask[2 * i] = v < k.max and (k.name, 1) not in tried
+        mask[2 * i + 1] = v > k.min and (k.name, -1) not in tried
+    mask[-1] = allow_stop
+    return mask

@@ -1,0 +1,168 @@
+"""The agent's walk over configs: one measurement per action, always anchored at the best so far.
+
+Shared by pretraining (on the simulator) and by online search (on any env), so
+the policy is trained on exactly the dynamics it meets when tuning:
+
+* an action raises or lowers one knob (``Knob.step``); repeating a move that just
+  improved doubles its step count (1, 2, 4 grid steps), which crosses a wide range
+  in a few measurements and falls back to one step after a miss; buffers move two
+  grid steps at a time (about doubling, as tf.data grows its buffers);
+* a move that beats the best by more than ``accept`` becomes the new best; one
+  within ``plateau`` of the current config is kept as the current config (the walk
+  can cross flat ground); a worse one is remembered and the walk stays;
+* an OOM, error or timeout is abandoned at once, penalized, and the walk returns
+  to the best config; moves already tried from a config are masked.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..knobs import KnobSpace
+from ..measurement import STATUS_OOM, Measurement
+from .observation import WalkView, action_mask, encode, total_threads
+
+OOM_PENALTY = 1.0
+ERROR_PENALTY = 0.5
+STEP_COST = 0.01
+OVERSUB_PENALTY = 0.02
+MAX_STREAK = 4
+
+
+def config_key(config: dict) -> tuple:
+    return tuple(sorted(config.items()))
+
+
+class Walk:
+    """Search state from a measured start; :meth:`step` applies one action."""
+
+    def __init__(self, space: KnobSpace, start: Measurement, *, cpu_budget: float,
+                 ram_budget: float, max_steps: int | None = None, accept: float = 0.005,
+                 plateau: float = 0.02):
+        self.space = space
+        self.cpu_budget, self.ram_budget = cpu_budget, ram_budget
+        self.max_steps = max_steps
+        self.accept, self.plateau = accept, plateau
+        self.start = start
+        self.best = start
+        self.current = start
+        self.last: Measurement | None = None
+        self.last_move: tuple[str, int] | None = None
+        self.last_gain = 0.0
+        self.tried: dict[tuple, set] = {}
+        self.visited: dict[tuple, Measurement] = {config_key(start.config): start}
+        self.streak: dict[tuple[str, int], int] = {}
+        self.steps = 0
+        self.since_improvement = 0
+        self.budget_left = 1.0
+
+    # -- observation -----------------------------------------------------------------
+    def _tried_here(self) -> set:
+        return self.tried.setdefault(config_key(self.current.config), set())
+
+    def view(self) -> WalkView:
+        return WalkView(start=self.start, best=self.best, current=self.current, last=self.last,
+                        last_move=self.last_move, last_gain=self.last_gain,
+                        tried=self._tried_here(), budget_left=self.budget_left,
+                        since_improvement=self.since_improvement)
+
+    def observe(self, allow_stop: bool = True):
+        obs = encode(self.space, self.cpu_budget, self.ram_budget, self.view())
+        return obs, action_mask(self.space, self.current.config, self._tried_here(), allow_stop)
+
+    # -- moves -------------------------------------------------------------------------
+    def decode(self, action: int) -> tuple[str, int] | None:
+        """(knob name, +1/-1) for a move index, None for stop."""
+        if action >= 2 * len(self.space):
+            return None
+        return self.space.knobs[action // 2].name, (1 if action % 2 == 0 else -1)
+
+    def candidate(self, name: str, direction: int) -> dict | None:
+        """The config a move leads to (None when every step size lands on a visited config)."""
+        knob = self.space[name]
+        n = self.streak.get((name, direction), 2 if knob.kind == "buffer" else 1)
+        while n >= 1:
+            v = self.current.config[name]
+            for _ in range(n):
+                v = knob.step(v, direction)
+            cfg = {**self.current.config, name: v}
+            if v != self.current.config[name] and config_key(cfg) not in self.visited:
+                return cfg
+            n //= 2
+        return None
+
+    def set_budget_left(self, fraction: float) -> None:
+        self.budget_left = float(min(1.0, max(0.0, fraction)))
+
+    def step(self, action: int, measure) -> tuple[float, bool, Measurement | None]:
+        """Apply ``action`` using ``measure(config) -> Measurement``; (reward, stopped, measurement)."""
+        move = self.decode(action)
+        if move is None:
+            return 0.0, True, None
+        name, direction = move
+        cfg = self.candidate(name, direction)
+        self._tried_here().add(move)
+        if cfg is None:
+            self.last_move, self.last_gain = move, 0.0
+            return -STEP_COST, False, None
+        m = measure(cfg)
+        self.steps += 1
+        self.visited[config_key(m.config)] = m
+        self.last, self.last_move = m, move
+        ref = self.current.throughput
+        reward = -STEP_COST
+        if not m.ok:
+            reward -= OOM_PENALTY if m.status == STATUS_OOM else ERROR_PENALTY
+            self.last_gain = -1.0
+            self.current = self.best
+            self.streak.pop(move, None)
+            self.since_improvement += 1
+            return reward, False, m
+        gain = math.log(m.throughput / ref) if ref > 0 and m.throughput > 0 else (
+            1.0 if m.throughput > 0 else -1.0)
+        gain = max(-1.0, min(1.0, gain))
+        self.last_gain = gain
+        reward += gain
+        if m.throughput > self.best.throughput * (1 + self.accept):
+            self.best = self.current = m
+            first = 2 if self.space[name].kind == "buffer" else 1
+            self.streak[move] = min(MAX_STREAK, 2 * self.streak.get(move, first))
+            self.since_improvement = 0
+        else:
+            self.streak.pop(move, None)
+            self.since_improvement += 1
+            if direction > 0 and total_threads(self.space, m.config) > 2 * self.cpu_budget:
+                reward -= OVERSUB_PENALTY
+            if m.throughput >= ref * (1 - self.plateau):
+                self.current = m
+        return reward, False, m
+
+    def recover(self, measure, max_steps: int) -> None:
+        """Memory guard for a start that fails (OOM): halve every knob until a config runs.
+
+        Halving parallelism, buffers and pool together shrinks every memory term of
+        the pipeline at once; the agent then climbs back from the first config that fits.
+        """
+        while not self.current.ok and self.steps < max_steps:
+            cfg = {}
+            for k in self.space:
+                v = self.current.config[k.name]
+                cfg[k.name] = max((g for g in k.grid() if g <= max(k.min, v // 2)), default=k.min)
+            if cfg == self.current.config:
+                return
+            m = measure(cfg)
+            self.steps += 1
+            self.visited[config_key(m.config)] = m
+            self.last = m
+            self.best = self.current = m
+            if m.ok:
+                self.since_improvement = 0
+
+    def rebase(self, measurement: Measurement, cpu_budget: float) -> None:
+        """Restart from a re-measured config after the machine changed (continuous mode)."""
+        self.cpu_budget = cpu_budget
+        self.best = self.current = measurement
+        self.tried.clear()
+        self.visited = {config_key(measurement.config): measurement}
+        self.streak.clear()
+        self.since_improvement = 0

@@ -1,0 +1,1 @@
+"""The pretrained policy shipped with intune_flow (safetensors + provenance JSON)."""

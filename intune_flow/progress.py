@@ -1,0 +1,67 @@
+"""Progress reporting while tuning: a live line on a terminal, log lines otherwise, or a callback.
+
+Events are dicts with at least ``event`` ("start", "measure", "rebase", "done"),
+``method``, ``step``, ``config``, ``throughput``, ``best`` and ``status``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Callable
+
+log = logging.getLogger("intune_flow.search")
+
+Progress = Callable[[dict], None]
+
+
+def _fmt_config(config: dict, limit: int = 70) -> str:
+    text = " ".join(f"{k}={v}" for k, v in config.items())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def format_event(ev: dict) -> str:
+    """One human line for an event."""
+    if ev["event"] == "done":
+        return (f"[{ev['method']}] done after {ev['step']} steps, {ev.get('elapsed', 0):.1f}s: "
+                f"best {ev['best']:,.0f}/s ({ev.get('stopped', '')}) {_fmt_config(ev['config'])}")
+    status = "" if ev.get("status", "ok") == "ok" else f" [{ev['status']}]"
+    return (f"[{ev['method']}] step {ev['step']:>3} {ev.get('elapsed', 0):6.1f}s  "
+            f"{ev.get('throughput', 0):>12,.0f}/s{status}  best {ev.get('best', 0):>12,.0f}/s  "
+            f"{_fmt_config(ev.get('config', {}))}")
+
+
+class TerminalLine:
+    """Rewrites one line in place (``\\r``), ending it when tuning is done."""
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
+        self.width = 0
+
+    def __call__(self, ev: dict) -> None:
+        text = format_event(ev)
+        pad = max(0, self.width - len(text))
+        self.width = len(text)
+        end = "\n" if ev["event"] == "done" else ""
+        self.stream.write("\r" + text + " " * pad + end)
+        self.stream.flush()
+
+
+def log_lines(ev: dict) -> None:
+    log.info(format_event(ev))
+
+
+def make_progress(progress) -> Progress:
+    """None: a live line on a terminal, log lines otherwise; False: silent; a callable: itself."""
+    if progress is False:
+        return lambda ev: None
+    if callable(progress):
+        return progress
+    if progress is None or progress is True:
+        stream = sys.stderr
+        try:
+            tty = stream.isatty()
+        except (AttributeError, ValueError):
+            tty = False
+        return TerminalLine(stream) if tty else log_lines
+    raise TypeError(f"progress must be None, False or a callable taking an event dict, got {progress!r}")

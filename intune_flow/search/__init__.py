@@ -1,0 +1,53 @@
+"""``run_search``: every tuning method behind one env interface and one budget."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .baselines import BASELINES
+from .intune import intune
+from .tracker import BudgetSpent, SearchOutcome, Tracker
+
+METHODS = ("intune", *BASELINES)
+
+
+def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.0,
+               max_steps: int | None = None, policy_state=None, seed=None, progress=None,
+               continuous: bool = False, learn: bool = True) -> SearchOutcome:
+    """Search ``env`` for the best config with ``method`` within ``budget_s`` (env clock seconds).
+
+    The start config (default: the knobs' defaults, AUTOTUNE resolved to the
+    CPU budget) is measured first; the outcome's ``best`` is the best measured
+    config and never worse than the start. A config that OOMs, errors or times
+    out is abandoned and penalized. ``max_steps`` caps measurements after the
+    start. ``continuous=True`` (intune) keeps tuning until the budget is spent
+    and re-allocates when ``env.cpu_budget`` changes.
+    """
+    from ..errors import TuningError
+    from ..progress import make_progress
+    if method not in METHODS:
+        raise TuningError(f"unknown search method {method!r}; choose one of {list(METHODS)}")
+    if budget_s <= 0:
+        raise TuningError(f"budget_s must be positive, got {budget_s!r}")
+    rng = np.random.default_rng(seed)
+    tr = Tracker(env, method, budget_s, max_steps, make_progress(progress))
+    if start is None:
+        start = env.space.defaults()
+    start = env.space.concretize(env.space.validate(start), env.cpu_budget)
+    tr.emit("start", None)
+    tr.measure(start, start=True)
+    state = None
+    try:
+        if method == "intune":
+            state = intune(tr, env, rng, policy_state=policy_state, seed=seed,
+                           continuous=continuous, learn=learn)
+        else:
+            BASELINES[method](tr, env, rng)
+    except BudgetSpent:
+        pass
+    extra = {k: getattr(tr, k) for k in ("autotune_rounds", "rebased_at", "final_cores")
+             if hasattr(tr, k)}
+    return tr.outcome(policy_state=state, **extra)
+
+
+__all__ = ["METHODS", "SearchOutcome", "run_search"]

@@ -1,0 +1,167 @@
+"""The agent: any number of knobs, masking, safe weights (safetensors only), learning."""
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from intune_flow.agent import (DQNAgent, DQNConfig, PolicyError, WalkView, action_mask, encode,
+                               load_default_policy, policy_from_bytes, policy_to_bytes,
+                               validate_policy)
+from intune_flow.agent.network import QNet
+from intune_flow.agent.observation import GLOBAL_FEATURES, KNOB_FEATURES
+from intune_flow.agent.walk import OOM_PENALTY, Walk
+from intune_flow.knobs import Knob, KnobSpace
+from intune_flow.measurement import Measurement
+from intune_flow.sim import SimEnv, sample_pipeline
+
+
+def space_of(n):
+    kinds = ["parallelism", "buffer", "threads"]
+    return KnobSpace(tuple(Knob(f"k{i}", kinds[i % 3], 1, 64, 1) for i in range(n)))
+
+
+def view_for(space, config, tp=100.0, signals=None):
+    m = Measurement(config=config, throughput=tp, cpu_util=0.5, peak_rss=1 << 20,
+                    stage_signals=signals or {})
+    return WalkView(start=m, best=m, current=m)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 12, 20])
+def test_network_handles_any_number_of_knobs(n):
+    space = space_of(n)
+    cfg = {k.name: 4 for k in space}
+    kf, g = encode(space, 8, 1 << 30, view_for(space, cfg, signals={"k0": 0.9}))
+    assert kf.shape == (n, KNOB_FEATURES) and g.shape == (GLOBAL_FEATURES,)
+    agent = DQNAgent(seed=0)
+    q = agent.q_values((kf, g))
+    assert q.shape == (2 * n + 1,) and np.all(np.isfinite(q))
+
+
+def test_shared_head_is_permutation_equivariant_and_padding_neutral():
+    net = QNet()
+    kf = torch.randn(1, 5, KNOB_FEATURES)
+    g = torch.randn(1, GLOBAL_FEATURES)
+    q = net(kf, g)
+    perm = torch.tensor([3, 0, 4, 1, 2])
+    qp = net(kf[:, perm], g)
+    moves = q[0, :-1].reshape(5, 2)
+    assert torch.allclose(qp[0, :-1].reshape(5, 2), moves[perm], atol=1e-6)
+    assert torch.allclose(qp[0, -1], q[0, -1], atol=1e-6)
+    padded = torch.cat([kf, torch.zeros(1, 3, KNOB_FEATURES)], dim=1)
+    present = torch.tensor([[True] * 5 + [False] * 3])
+    qpad = net(padded, g, present)
+    assert torch.allclose(qpad[0, :10], q[0, :10], atol=1e-6)
+    assert torch.allclose(qpad[0, -1], q[0, -1], atol=1e-6)
+
+
+def test_masking_bounds_and_tried_moves():
+    space = KnobSpace((Knob("a", "parallelism", 1, 8, 1), Knob("b", "buffer", 1, 8, 1)))
+    mask = action_mask(space, {"a": 1, "b": 8}, tried={("a", 1)})
+    assert mask.tolist() == [False, False, False, True, True]
+    assert not action_mask(space, {"a": 2, "b": 2}, set(), allow_stop=False)[-1]
+    agent = DQNAgent(seed=1)
+    obs = encode(space, 4, 1 << 30, view_for(space, {"a": 1, "b": 8}))
+    for explore in (False, True):
+        for _ in range(20):
+            assert mask[agent.act(obs, mask, explore=explore, epsilon=1.0)]
+
+
+def test_safetensors_round_trip():
+    state = DQNAgent(seed=2).state()
+    data = policy_to_bytes(state)
+    back = policy_from_bytes(data)
+    assert set(back) == set(state)
+    for k in state:
+        np.testing.assert_array_equal(back[k], state[k])
+    # Loading into a fresh agent gives the same Q-values.
+    space = space_of(4)
+    obs = encode(space, 8, 1 << 30, view_for(space, {k.name: 2 for k in space}))
+    np.testing.assert_allclose(DQNAgent(state=back, seed=9).q_values(obs),
+                               DQNAgent(state=state, seed=5).q_values(obs), atol=1e-6)
+
+
+def test_wrong_shapes_names_and_values_are_rejected():
+    state = DQNAgent(seed=3).state()
+    bad = dict(state)
+    bad["move.weight"] = np.zeros((3, 64), np.float32)
+    with pytest.raises(PolicyError, match="move.weight.*shape"):
+        validate_policy(bad)
+    with pytest.raises(PolicyError, match="missing"):
+        validate_policy({k: v for k, v in state.items() if k != "stop.0.bias"})
+    with pytest.raises(PolicyError, match="unexpected"):
+        validate_policy({**state, "extra": np.zeros(1, np.float32)})
+    nan = dict(state)
+    nan["move.bias"] = np.array([np.nan, 0], np.float32)
+    with pytest.raises(PolicyError, match="NaN"):
+        validate_policy(nan)
+    from safetensors.numpy import save
+    with pytest.raises(PolicyError, match="shape"):
+        policy_from_bytes(save({**state, "move.weight": np.zeros((2, 7), np.float32)}))
+    with pytest.raises(PolicyError):
+        DQNAgent(state=bad)
+
+
+class _Payload:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_a_pickle_payload_is_never_executed(tmp_path):
+    marker = tmp_path / "pwned"
+    blob = pickle.dumps({"knob.0.weight": _Payload(str(marker))})
+    for data in (blob, b"\x80\x04" + blob, blob + policy_to_bytes(DQNAgent(seed=0).state())):
+        with pytest.raises(PolicyError, match="safetensors"):
+            policy_from_bytes(data)
+    assert not marker.exists()
+    with pytest.raises(PolicyError):
+        policy_from_bytes("not bytes")
+
+
+def test_walk_abandons_an_oom_config_and_returns_to_best():
+    env = SimEnv(sample_pipeline("test", 1, cores=8), seed=0)
+    space = env.space
+    start = env.measure(space.ones())
+    walk = Walk(space, start, cpu_budget=8, ram_budget=env.ram_budget)
+    name = space.knobs[0].name
+
+    def oom(cfg):
+        return Measurement(config=cfg, status="oom", peak_rss=env.ram_budget * 2)
+    reward, stopped, m = walk.step(0, oom)
+    assert m.status == "oom" and reward <= -OOM_PENALTY and not stopped
+    assert walk.current is walk.best is start
+    obs, mask = walk.observe()
+    assert not mask[0]                      # the failed move is not offered again
+    assert obs[0][0, 9] == 1.0              # ...and the agent sees it was tried
+    assert walk.decode(2 * len(space)) is None
+    assert walk.candidate(name, 1) is None   # the OOM config is remembered, never retried
+
+
+def test_learning_reduces_td_loss_on_a_fixed_batch():
+    agent = DQNAgent(DQNConfig(batch_size=32, lr=3e-3), seed=4)
+    env = SimEnv(sample_pipeline("test", 2, cores=16), seed=0)
+    start = env.measure(env.space.concretize(env.space.defaults(), env.cpu_budget))
+    walk = Walk(env.space, start, cpu_budget=16, ram_budget=env.ram_budget)
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        obs, mask = walk.observe()
+        if not mask[:-1].any():
+            break
+        a = int(rng.choice(np.flatnonzero(mask[:-1])))
+        r, _, _ = walk.step(a, env.measure)
+        agent.remember(obs, a, r, *walk.observe(), False)
+    first = agent.learn(1)
+    for _ in range(150):
+        last = agent.learn(1)
+    assert first is not None and last < first
+
+
+def test_shipped_default_policy_loads():
+    state = load_default_policy()
+    validate_policy(state)
+    assert DQNAgent(state=state).q_values(encode(space_of(3), 4, 1 << 30, view_for(
+        space_of(3), {"k0": 1, "k1": 1, "k2": 1}))).shape == (7,)
