@@ -131,9 +131,14 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
         raise IntuneError(f"probe: warmup_s must be >= 0 seconds, got {warmup_s!r}")
     if not isinstance(subwindows, int) or subwindows < 1:
         raise IntuneError(f"probe: subwindows must be a positive integer, got {subwindows!r}")
+    for name, value in (("cpu_budget", cpu_budget), ("ram_budget", ram_budget)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or value <= 0):
+            raise IntuneError(f"probe: {name} must be positive (or None for the default), "
+                              f"got {value!r}")
     pipeline = Pipeline.load(pipeline)
-    cpu_budget = float(cpu_budget) if cpu_budget else usable_cpus()
-    ram_budget = int(ram_budget) if ram_budget else default_ram_budget()
+    cpu_budget = float(cpu_budget) if cpu_budget is not None else usable_cpus()
+    ram_budget = int(ram_budget) if ram_budget is not None else default_ram_budget()
     started = time.perf_counter()
     # The dry build runs the user's factory: bound it like everything else.
     space, exc, hung = _bounded(lambda: pipeline.space, timeout_s)
@@ -167,12 +172,14 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
                 error = (f"RSS {rss / 2**20:.0f} MiB passed the RAM budget "
                          f"{ram_budget / 2**20:.0f} MiB")
                 break
-            if worker.first_at is not None:
-                end = worker.first_at + warmup_s + window_s
+            end = worker.first_at + warmup_s + window_s if worker.first_at is not None else None
+            if end is not None:
                 # Run on to the first element after the window (bounded), so the count at
                 # the window's end is interpolated between two real arrivals.
                 if now >= end and (worker.last_at >= end or now >= end + window_s / subwindows):
                     break
+            if worker.done and worker.first_at is not None and now >= end:
+                break  # ended just after the window: the window itself was measured
             if worker.done:
                 status = STATUS_EMPTY
                 error = (f"the pipeline ended after {worker.elements} element(s), before the "

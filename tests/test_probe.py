@@ -153,6 +153,10 @@ def test_bad_config_and_arguments_raise():
         probe(sleepy, window_s=0)
     with pytest.raises(Exception, match="timeout_s must be a positive"):
         probe(sleepy, timeout_s=-1)
+    with pytest.raises(Exception, match="cpu_budget must be positive"):
+        probe(sleepy, cpu_budget=0)
+    with pytest.raises(Exception, match="ram_budget must be positive"):
+        probe(sleepy, ram_budget=-5)
 
 
 def test_pipeline_env_is_a_tuning_env_and_measures_concrete_configs():

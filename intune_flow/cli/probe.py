@@ -64,7 +64,7 @@ def _run(args) -> int:
     from ..errors import IntuneError
     from ..pipeline import Pipeline
     from ..probe import probe
-    from ..resources import parse_bytes
+    from ..resources import parse_bytes, usable_cpus
 
     pipeline = Pipeline.load(args.pipeline, **_kwargs(args.arg))
     config = parse_config(args.config, pipeline.space)
@@ -81,7 +81,7 @@ def _run(args) -> int:
         print(f"{pipeline.name} [{pipeline.framework}] config {cfg}")
         print(f"  status {m.status}: {m.records_per_s:,.0f} records/s, "
               f"{m.elements_per_s:,.1f} elements/s (spread {m.spread:.2f}), "
-              f"CPU {m.cpu_util:.0%} of {args.cpu_budget or 'all usable'} cores, "
+              f"CPU {m.cpu_util:.0%} of {args.cpu_budget or usable_cpus():g} cores, "
               f"peak RSS {m.peak_rss / 2**20:,.0f} MiB, {m.seconds:.1f} s")
         if m.error:
             print(f"  {m.error}")
