@@ -21,8 +21,6 @@ from intune_flow.tune import METHODS, tune
 CRITEO = "examples.criteo:criteo_pipeline"
 TINY = "tests.test_tune:tiny_pipeline"
 FAST = dict(window_s=0.3, progress=False, seed=0)
-if tune_module._shipped_shapes() is None:  # TODO(cache): drop once the shipped policy lands
-    FAST["method"] = "hillclimb"
 
 
 # -- small factories (importable as tests.test_tune:NAME) -------------------------------------
@@ -176,6 +174,7 @@ def test_damaged_record_logged_and_retuned(cache_dir, caplog):
     assert read(cache, cold.cache_key).record is not None     # repaired by the re-tune
 
 
+@pytest.mark.slow
 def test_drift_refines_and_replaces_the_stale_record(cache_dir):
     cold = tune(TINY, budget_s=3, cache=cache_dir, **FAST)
     cache = get_cache(cache_dir)
@@ -190,6 +189,7 @@ def test_drift_refines_and_replaces_the_stale_record(cache_dir):
     assert stored.throughput < inflated                        # the stale record was replaced
 
 
+@pytest.mark.slow
 def test_other_hardware_class_transfers(cache_dir):
     if intune_flow.resources.usable_cpus() < 2:
         pytest.skip("needs 2 usable cores to make two hardware classes")
@@ -228,6 +228,7 @@ def test_criteo_cold_then_warm(cache_dir, lenient):
 
 
 # -- S3: outage fallback, repair, no secrets ----------------------------------------------
+@pytest.mark.slow
 def test_s3_outage_falls_back_to_local_and_training_runs(s3_outage, monkeypatch, caplog, tmp_path):
     server = s3_outage
     for name, value in server.env().items():
@@ -253,6 +254,7 @@ def test_s3_outage_falls_back_to_local_and_training_runs(s3_outage, monkeypatch,
     assert read(get_cache(uri), result.cache_key).record is not None
 
 
+@pytest.mark.slow
 def test_no_secret_in_logs_records_or_results(s3_server, monkeypatch, caplog, tmp_path):
     from tests.s3server import ACCESS_KEY, SECRET_KEY
 
