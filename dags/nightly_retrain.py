@@ -29,7 +29,7 @@ PIPELINE = "examples.criteo:criteo_pipeline"
         "aws_conn_id": Param(None, type=["null", "string"],
                              description="Airflow connection with S3 credentials/endpoint for an s3:// cache"),
         "train_steps": Param(200, type="integer", minimum=1),
-        "batch_size": Param(4096, type="integer", minimum=1),
+        "batch_size": Param(1024, type="integer", minimum=1),
     },
     doc_md=__doc__,
 )

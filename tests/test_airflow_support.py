@@ -15,8 +15,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[1]
 TEST_DAGS = Path(__file__).resolve().parent / "test_airflow_dags"
 AIRFLOW_HOME = Path(os.environ["AIRFLOW_HOME"])  # a temp dir: tests/conftest.py set it
@@ -28,19 +26,18 @@ _state: dict = {}
 
 
 # -- pipelines of our own ----------------------------------------------------------------
-def _slow_square(x):
-    time.sleep(0.0005)  # an I/O-like wait: parallel calls overlap it
-    return x * x
+def _fetch(batch):
+    time.sleep(0.002)  # a remote read: waiting, not computing, so noisy neighbours matter little
+    return batch
 
 
-def squares_pipeline(knobs, n=20_000, batch_size=64):
-    """A tf.data pipeline with an I/O-like map: two knobs, nothing read from disk."""
+def fetch_pipeline(knobs, n=50_000, batch_size=64, epochs=None):
+    """A small latency-bound tf.data pipeline of our own: two knobs, nothing read from disk."""
     import tensorflow as tf
 
-    ds = tf.data.Dataset.range(n)
-    ds = ds.map(lambda x: tf.numpy_function(_slow_square, [x], tf.int64),
-                num_parallel_calls=knobs.parallelism("square", max=16))
-    ds = ds.batch(batch_size)
+    ds = tf.data.Dataset.range(n).repeat(epochs).batch(batch_size)
+    ds = ds.map(lambda b: tf.reshape(tf.numpy_function(_fetch, [b], tf.int64), tf.shape(b)),
+                num_parallel_calls=knobs.parallelism("fetch", max=16))
     return ds.prefetch(knobs.buffer("prefetch", max=16))
 
 
@@ -48,14 +45,14 @@ def _explode(x):
     raise RuntimeError("the disk went away (injected)")
 
 
-def broken_pipeline(knobs, n=1000):
+def broken_pipeline(knobs, n=1000, batch_size=64):
     """Builds fine, fails on the first element: tuning must fall back, not fail the task."""
     import tensorflow as tf
 
     ds = tf.data.Dataset.range(n)
     ds = ds.map(lambda x: tf.numpy_function(_explode, [x], tf.int64),
                 num_parallel_calls=knobs.parallelism("work", max=8))
-    return ds.prefetch(knobs.buffer("prefetch", max=8))
+    return ds.batch(batch_size).prefetch(knobs.buffer("prefetch", max=8))
 
 
 # -- Airflow on SQLite -----------------------------------------------------------------------
@@ -70,11 +67,6 @@ def migrate_db() -> Path:
             assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
             _state["db"] = AIRFLOW_HOME / "airflow.db"
         return _state["db"]
-
-
-@pytest.fixture(scope="session")
-def airflow_db() -> Path:
-    return migrate_db()
 
 
 def dags_folder() -> Path:
@@ -119,8 +111,9 @@ def xcom(dag_run, task_id: str, key: str = "return_value"):
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        row = XComModel.get_many(run_id=dag_run.run_id, key=key, dag_ids=dag_run.dag_id,
-                                 task_ids=task_id, session=session).first()
+        query = XComModel.get_many(run_id=dag_run.run_id, key=key, dag_ids=dag_run.dag_id,
+                                   task_ids=task_id)
+        row = session.scalars(query).first()
         return None if row is None else XComModel.deserialize_value(row)
 
 

@@ -13,8 +13,9 @@ from typing import Any, Mapping
 from ..errors import IntuneError, PipelineError
 from ..resources import parse_bytes
 
-METHODS = ("intune", "hill_climb", "random", "optuna", "autotune", "naive", "heuristic")
-"""Tuning methods ``tune()`` accepts (``intune`` is the RL policy; the rest are baselines)."""
+METHODS = ("intune", "ones", "autotune", "heuristic", "hillclimb", "random", "optuna")
+"""Tuning methods ``tune()`` accepts (``intune`` is the RL policy; the rest are baselines).
+A copy of ``intune_flow.tune.METHODS``, so parsing a DAG needs no numpy; a test keeps them equal."""
 
 _PIPELINE_REF = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
@@ -47,7 +48,7 @@ def _positive(name: str, value: Any, *, optional: bool) -> float | None:
         raise ArgumentError(f"{name} must be a positive number, got {value!r}")
     if not math.isfinite(value) or value <= 0:
         raise ArgumentError(f"{name} must be a positive number, got {value!r}; "
-                            f"give e.g. {name}=60")
+                            f"give e.g. {name}={2 if name == 'cpu_budget' else 60}")
     return float(value)
 
 

@@ -20,11 +20,11 @@ class InTuneOperator(BaseOperator):
         ``memory://``; ``None`` uses ``INTUNE_FLOW_CACHE`` or the default directory. Templated.
     :param aws_conn_id: Airflow connection with the S3 credentials and endpoint for an
         ``s3://`` cache; ``None`` uses the standard boto3 credential chain. Templated.
-    :param cpu_budget: cores the pipeline may use (default: what the worker may use).
+    :param cpu_budget: cores the pipeline may use (default: what the worker may use). Templated.
     :param ram_budget: bytes or a size like ``"4GiB"`` (default: half the available RAM). Templated.
     :param strict: raise when tuning fails instead of falling back to the cached or default config.
-    :param method: ``"intune"`` (the RL policy) or a baseline name.
-    :param window_s: seconds per measurement window (default: tune() chooses).
+    :param method: ``"intune"`` (the RL policy) or a baseline name. Templated.
+    :param window_s: seconds per measurement window (default: tune() chooses). Templated.
     :param pipeline_kwargs: keyword arguments for the factory (e.g. ``{"files": [...]}``, or an
         upstream task's output). Templated.
 
@@ -33,7 +33,8 @@ class InTuneOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = ("pipeline", "cache", "aws_conn_id", "budget_s",
-                                      "ram_budget", "method", "pipeline_kwargs")
+                                      "cpu_budget", "ram_budget", "method", "window_s",
+                                      "pipeline_kwargs")
     ui_color = "#e8f4e8"
 
     def __init__(self, *, task_id: str, pipeline: str | Callable, budget_s: float | str = 60.0,

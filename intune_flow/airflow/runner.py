@@ -38,26 +38,46 @@ def run_tuning(*, pipeline, budget_s, cache=None, aws_conn_id=None, cpu_budget=N
         access = s3_access(aws_conn_id)
         s3_client, secrets = access.client, access.secrets
         logger.info("intune: S3 credentials and endpoint from Airflow connection %r", aws_conn_id)
-    result = tune(pipeline, budget_s=arguments.number("budget_s", budget_s, optional=False),
-                  cpu_budget=arguments.number("cpu_budget", cpu_budget),
-                  ram_budget=arguments.ram(ram_budget), cache=cache, method=method,
-                  strict=strict, pipeline_kwargs=dict(pipeline_kwargs or {}),
-                  window_s=arguments.number("window_s", window_s), s3_client=s3_client)
+    try:
+        result = tune(pipeline, budget_s=arguments.number("budget_s", budget_s, optional=False),
+                      cpu_budget=arguments.number("cpu_budget", cpu_budget),
+                      ram_budget=arguments.ram(ram_budget), cache=cache, method=method,
+                      strict=strict, pipeline_kwargs=dict(pipeline_kwargs or {}),
+                      window_s=arguments.number("window_s", window_s), s3_client=s3_client)
+    except IntuneError:
+        raise  # a user error (bad argument, unloadable pipeline) or strict mode: say so
+    except Exception as exc:  # noqa: BLE001 - a crash inside tune() must not stop training
+        if strict:
+            raise
+        result = _crash_result(pipeline, pipeline_kwargs, method, exc)
     report(result, logger, secrets)
     return result, secrets
 
 
 def report(result, logger, secrets: list[str] = ()) -> None:
     """One log line for the outcome; a fallback is a warning carrying the reason."""
+    line = redact(result.summary(), list(secrets))
     if result.source == "fallback":
-        logger.warning("intune: tuning fell back to config %s: %s", result.config,
-                       redact(str(result.reason), list(secrets)))
-        return
-    logger.info(
-        "intune: source=%s config=%s throughput=%.1f/s (start %.1f/s) in %.1f s, "
-        "~%.1f s saved per run%s", result.source, result.config, result.throughput or 0.0,
-        result.start_throughput or 0.0, result.tuning_seconds or 0.0, result.seconds_saved or 0.0,
-        f" ({redact(str(result.reason), list(secrets))})" if result.reason else "")
+        logger.warning("intune: tuning fell back: %s", line)
+    else:
+        logger.info("intune: %s", line)
+    for warning in getattr(result, "warnings", None) or []:
+        logger.warning("intune: %s", redact(str(warning), list(secrets)))
+
+
+def _crash_result(pipeline, pipeline_kwargs, method, exc):
+    """A fallback result with the factory's defaults when tune() itself crashed."""
+    from ..pipeline import Pipeline
+    from ..result import TuneResult
+
+    reason = f"tuning crashed ({type(exc).__name__}: {exc}); running with the factory defaults"
+    log.warning("intune: %s", reason, exc_info=True)
+    try:
+        config = Pipeline.load(pipeline, **dict(pipeline_kwargs or {})).space.defaults()
+    except Exception:  # noqa: BLE001 - then the train step gets an empty config and defaults
+        config = {}
+    return TuneResult(config=config, source="fallback", reason=reason, method=method,
+                      pipeline=pipeline if isinstance(pipeline, str) else None)
 
 
 def result_payload(result, secrets: list[str]) -> dict:
@@ -65,4 +85,4 @@ def result_payload(result, secrets: list[str]) -> dict:
     return redact(result.to_dict(), list(secrets))
 
 
-__all__ = ["IntuneError", "report", "result_payload", "run_tuning"]
+__all__ = ["report", "result_payload", "run_tuning"]

@@ -12,10 +12,12 @@ with DAG(
     catchup=False,
     render_template_as_native_obj=True,
     params={
-        "pipeline": Param("tests.test_airflow_support:squares_pipeline", type="string"),
+        "pipeline": Param("tests.test_airflow_support:fetch_pipeline", type="string"),
         "budget_s": Param(3, type="number"),
         "cache": Param(None, type=["null", "string"]),
         "aws_conn_id": Param(None, type=["null", "string"]),
+        "method": Param("intune", type="string"),
+        "window_s": Param(0.5, type="number"),
     },
 ) as dag:
     @task
@@ -28,6 +30,8 @@ with DAG(
         budget_s="{{ params.budget_s }}",
         cache="{{ params.cache }}",
         aws_conn_id="{{ params.aws_conn_id }}",
+        method="{{ params.method }}",
+        window_s="{{ params.window_s }}",
         pipeline_kwargs=prepare(),
     )
 
@@ -48,4 +52,4 @@ with DAG(
     render_template_as_native_obj=True,
 ) as strict_dag:
     InTuneOperator(task_id="tune", pipeline="tests.test_airflow_support:broken_pipeline",
-                   budget_s=3, cache="{{ params.cache }}", strict=True)
+                   budget_s=3, window_s=0.5, cache="{{ params.cache }}", strict=True)

@@ -1,0 +1,133 @@
+"""Real ``dag.test()`` runs on SQLite: the operator's XCom, the TaskFlow path, the cache
+across two runs, fallback and strict. Pipelines are our own (tests/test_airflow_support.py)."""
+
+import json
+
+import pytest
+
+from tests.test_airflow_support import (TEST_DAGS, install_dag, migrate_db, run_dag, task_states,
+                                        xcom)
+
+def conf(**params):
+    """DAG params for intune_operator (its defaults: our fetch pipeline, budget 3 s)."""
+    return params
+
+
+@pytest.fixture(scope="module")
+def operator_dag():
+    migrate_db()
+    return install_dag(TEST_DAGS / "intune_operator_dag.py")
+
+
+@pytest.fixture(scope="module")
+def taskflow_dag():
+    migrate_db()
+    return install_dag(TEST_DAGS / "intune_taskflow_dag.py")
+
+
+def test_operator_result_lands_in_xcom_and_feeds_the_next_task(operator_dag, tmp_path):
+    run = run_dag(operator_dag, "intune_operator", conf(cache=str(tmp_path / "cache")))
+    assert run.state == "success", task_states(run)
+    tuned = xcom(run, "tune")
+    assert json.loads(json.dumps(tuned)) == tuned  # plain JSON all the way down
+    assert tuned["source"] == "tuned"
+    assert {"fetch", "prefetch"} <= set(tuned["config"])
+    assert all(isinstance(v, int) for v in tuned["config"].values())
+    assert tuned["throughput"] > 0 and tuned["start_throughput"] > 0
+    assert tuned["tuning_seconds"] > 0
+    for key in ("seconds_saved", "reason", "fingerprint"):
+        assert key in tuned
+    assert xcom(run, "consume") == {"got_source": "tuned", "got_config": tuned["config"]}
+
+
+def test_second_run_against_the_same_cache_skips_tuning(operator_dag, tmp_path):
+    params = conf(cache=str(tmp_path / "cache"))
+    first = xcom(run_dag(operator_dag, "intune_operator", params), "tune")
+    second_run = run_dag(operator_dag, "intune_operator", params)
+    second = xcom(second_run, "tune")
+    assert first["source"] == "tuned"
+    assert second["source"] == "cache"
+    assert second["config"] == first["config"]
+    assert second["fingerprint"] == first["fingerprint"]
+    assert xcom(second_run, "consume")["got_source"] == "cache"
+
+
+def test_a_failing_pipeline_falls_back_and_the_run_succeeds(operator_dag, tmp_path, capfd):
+    params = conf(cache=str(tmp_path / "cache"),
+                  pipeline="tests.test_airflow_support:broken_pipeline")
+    run = run_dag(operator_dag, "intune_operator", params)
+    assert run.state == "success", task_states(run)
+    tuned = xcom(run, "tune")
+    assert tuned["source"] == "fallback"
+    assert tuned["reason"]
+    assert {"work", "prefetch"} <= set(tuned["config"])
+    assert xcom(run, "consume")["got_source"] == "fallback"
+    assert "tuning fell back" in capfd.readouterr().out
+
+
+def test_strict_turns_a_tuning_failure_into_a_failed_task(operator_dag, tmp_path):
+    run = run_dag(operator_dag, "intune_operator_strict", {"cache": str(tmp_path / "cache")})
+    assert run.state == "failed"
+    assert task_states(run)["tune"] == "failed"
+
+
+def test_taskflow_tunes_and_trains_in_one_task(taskflow_dag, tmp_path):
+    run = run_dag(taskflow_dag, "intune_taskflow")
+    assert run.state == "success", task_states(run)
+    trained = xcom(run, "train")
+    assert {"fetch", "prefetch"} <= set(trained["config"])
+    assert trained["source"] in ("tuned", "cache", "transferred", "refined")
+    assert trained["batches"] == 5 and trained["batch_rows"] == 32
+    summary = xcom(run, "train", key="intune")  # the tuning summary rides along
+    assert summary["config"] == trained["config"]
+    short = xcom(run, "train_short")
+    assert {"fetch", "prefetch"} <= set(short["config"]) and short["batch_rows"] == 16
+
+
+def test_s3_cache_through_an_airflow_connection(operator_dag, s3_server, s3_bucket, monkeypatch,
+                                                capfd):
+    from tests.s3server import SECRET_KEY
+    from tests.test_airflow_support import conn_env
+
+    for name, value in conn_env("intune_s3", s3_server).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("INTUNE_FLOW_S3_ENDPOINT_URL", raising=False)  # the connection says where
+    params = conf(cache=f"s3://{s3_bucket}/nightly", aws_conn_id="intune_s3")
+    first_run = run_dag(operator_dag, "intune_operator", params)
+    second_run = run_dag(operator_dag, "intune_operator", params)
+    first, second = xcom(first_run, "tune"), xcom(second_run, "tune")
+    assert (first["source"], second["source"]) == ("tuned", "cache")
+    assert second["config"] == first["config"]
+    client = s3_server.client()
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=s3_bucket).get("Contents", [])]
+    assert keys and all(k.startswith("nightly/") for k in keys)
+    records = b"".join(client.get_object(Bucket=s3_bucket, Key=k)["Body"].read() for k in keys)
+    assert SECRET_KEY.encode() not in records
+    assert SECRET_KEY not in json.dumps([first, second, xcom(second_run, "consume")])
+    assert SECRET_KEY not in capfd.readouterr().out
+
+
+def test_wrong_credentials_in_the_connection_fall_back_without_leaking(
+        operator_dag, s3_server, s3_bucket, monkeypatch, capfd):
+    from tests.test_airflow_support import conn_env
+
+    wrong = "wrong-secret-that-must-not-leak-0123456789"
+    for name, value in conn_env("bad_s3", s3_server, secret=wrong).items():
+        monkeypatch.setenv(name, value)
+    params = conf(cache=f"s3://{s3_bucket}/denied", aws_conn_id="bad_s3")
+    run = run_dag(operator_dag, "intune_operator", params)
+    assert run.state == "success", task_states(run)
+    tuned = xcom(run, "tune")
+    assert tuned["config"]  # trained on with a tuned config, from the local fallback cache
+    assert any("unavailable" in w for w in tuned["warnings"]), tuned["warnings"]
+    assert not tuned["cache_uri"].startswith("s3://")
+    assert wrong not in json.dumps(tuned)
+    assert wrong not in capfd.readouterr().out
+    assert s3_server.client().list_objects_v2(Bucket=s3_bucket).get("KeyCount", 0) == 0
+
+
+def test_a_missing_connection_is_a_clear_error(operator_dag, tmp_path, capfd):
+    run = run_dag(operator_dag, "intune_operator",
+                  conf(cache="s3://some-bucket/x", aws_conn_id="no_such_conn"))
+    assert run.state == "failed"
+    assert "Airflow connection 'no_such_conn' could not be read" in capfd.readouterr().out
