@@ -25,6 +25,17 @@ def _rescaled(env, config: dict, ratio: float) -> dict:
 def intune(tr: Tracker, env, rng, *, policy_state=None, seed=None, continuous=False,
            learn=True) -> dict:
     """Run the agent's walk within the tracker's budget; returns the (fine-tuned) policy weights."""
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)    # a 20k-parameter net: one thread is fastest; restored below
+    try:
+        return _intune(tr, env, policy_state=policy_state, seed=seed, continuous=continuous,
+                       learn=learn)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _intune(tr: Tracker, env, *, policy_state, seed, continuous, learn) -> dict:
     if policy_state is None:
         from ..agent.policy_io import load_default_policy
         policy_state = load_default_policy()

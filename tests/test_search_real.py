@@ -1,0 +1,52 @@
+"""Continuous tuning of a real tf.data pipeline re-allocates when the CPU affinity shrinks 2 -> 1."""
+
+import os
+
+import pytest
+
+from intune_flow.search import run_search
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs CPU affinity control and at least 2 cores")
+def test_continuous_mode_reallocates_when_affinity_shrinks():
+    from intune_flow.real_env import PipelineEnv
+    from intune_flow.resources import usable_cpus
+
+    class AffinityEnv(PipelineEnv):
+        """The CPU budget follows this process's affinity, as a resized container's would."""
+
+        cpu_budget = property(lambda self: usable_cpus(), lambda self, value: None)
+
+    original = os.sched_getaffinity(0)
+    two = sorted(original)[:2]
+    os.sched_setaffinity(0, two)
+    try:
+        env = AffinityEnv("examples.criteo:criteo_pipeline", window_s=0.5, warmup_s=0.3)
+        assert env.cpu_budget == 2
+        measured = []
+        inner = env.measure
+
+        def measure(config):
+            m = inner(config)
+            measured.append(m)
+            if len(measured) == 5:
+                os.sched_setaffinity(0, {two[0]})
+            return m
+
+        env.measure = measure
+        out = run_search(env, "intune", budget_s=45.0, continuous=True, seed=0, progress=False)
+    finally:
+        os.sched_setaffinity(0, original)
+    assert out.extra["final_cores"] == 1
+    cut = out.extra["rebased_at"]
+    assert 5 <= cut < len(out.history)
+    after = out.history[cut - 2:]
+    # The returned config was measured on the one-core machine, after the change.
+    assert any(m is out.best for m in after) and out.best.ok
+    # Re-allocation: the best config from two cores was tried rescaled to one core.
+    par = [k.name for k in env.space if k.kind in ("parallelism", "threads")]
+    assert any(all(m.config[n] <= max(1, out.history[cut - 2].config[n]) for n in par)
+               and m.config != out.history[cut - 2].config for m in after)
