@@ -19,11 +19,13 @@ or iterating raises, and ``"empty"`` when the dataset ends before the window doe
 A worker thread that hangs inside the framework cannot be interrupted from Python: it is
 abandoned (a daemon thread; it stops at its next element) and the caller gets the
 ``"timeout"`` measurement. After each probe the iterator and dataset are dropped and
-garbage-collected so RSS can fall back, as far as the framework's allocator returns memory.
+garbage-collected, and glibc is asked to return freed heap pages (``malloc_trim``), so
+RSS falls back as far as the framework allows (TensorFlow keeps some caches and threads).
 """
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import statistics
 import threading
@@ -98,6 +100,22 @@ def _bounded(fn, timeout_s: float):
     thread.start()
     thread.join(timeout_s)
     return box.get("result"), box.get("error"), thread.is_alive()
+
+
+def _trim_heap() -> None:
+    """Hand freed heap pages back to the OS (glibc malloc_trim) so RSS falls between probes."""
+    global _LIBC
+    if _LIBC is None:
+        try:
+            _LIBC = ctypes.CDLL("libc.so.6")
+            _LIBC.malloc_trim
+        except (OSError, AttributeError):
+            _LIBC = False
+    if _LIBC:
+        _LIBC.malloc_trim(0)
+
+
+_LIBC = None
 
 
 def _interp(points, t: float, idx: int) -> float:
@@ -201,6 +219,7 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
         worker.finished.wait(JOIN_S)
     del worker
     gc.collect()
+    _trim_heap()
     m.seconds = time.perf_counter() - started
     return m
 

@@ -6,6 +6,7 @@ import pytest
 from intune_flow import data
 from intune_flow.pipeline import Pipeline
 from intune_flow.probe import probe
+from intune_flow.resources import current_rss
 
 SCHEMA = {"dense": {"dtype": "float32", "shape": [None, 13]},
           "sparse": {"dtype": "int64", "shape": [None, 26]},
@@ -121,6 +122,7 @@ def test_criteo_memory_grows_with_read_parallelism():
     high = probe(p, {"read": 32, "threadpool": 32, "prefetch": 8}, window_s=2)
     assert low.ok and high.ok
     assert high.peak_rss > low.peak_rss + 200 * 2**20
+    assert current_rss() < high.peak_rss - 50 * 2**20  # released after the probe
     capped = probe(p, {"read": 32, "threadpool": 32, "prefetch": 8}, window_s=2,
                    ram_budget=low.peak_rss + 100 * 2**20)
     assert capped.status == "oom"
