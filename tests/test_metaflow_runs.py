@@ -171,3 +171,42 @@ def test_a_broken_pipeline_falls_back_and_strict_fails(mf_env, tmp_path):
 
     _, out = run_flow(flow, "--strict", "True", env=mf_env, tmp_path=tmp_path, ok=False)
     assert "TuningError" in out and "broke on purpose" in out
+
+
+# -- the nightly flows and the README's main command ---------------------------------------
+@pytest.mark.slow
+def test_demo_runs_the_nightly_flow_twice_and_night_two_hits_the_cache(mf_env, tmp_path):
+    env = dict(mf_env)
+    env.pop("INTUNE_FLOW_CACHE")  # the demo then owns (and first empties) a cache under --home
+    proc = subprocess.run([sys.executable, "-m", "intune_flow", "demo", "--budget-s", "5",
+                           "--steps", "10", "--home", str(tmp_path / "demo")], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=1800)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    rows = {line[:35].strip(): line[35:].split() for line in proc.stdout.splitlines()
+            if line.startswith(("tuning source", "tuning seconds", "seconds saved", "training steps/s",
+                                "input wait"))}
+    assert rows["tuning source"][0] in ("tuned", "refined", "transferred"), out[-6000:]
+    assert rows["tuning source"][1] == "cache", out[-6000:]
+    assert float(rows["seconds saved by the cache"][1]) > 0
+    assert all(float(v) > 0 for v in rows["training steps/s"])
+    assert all(0 <= float(v.rstrip("%")) <= 100 for v in rows["input wait (share of step time)"])
+    assert "Night 2 reused night 1's config from the cache" in proc.stdout
+    cards = sorted((tmp_path / "demo" / "cards").glob("*-intune.html"))
+    assert len(cards) == 2
+    assert (tmp_path / "demo" / "policy-cache").is_dir()  # the cache went where the demo said
+
+
+@pytest.mark.slow
+def test_torchdata_nightly_flow_runs_end_to_end(mf_env, tmp_path):
+    flow = REPO / "flows" / "nightly_retrain_torch.py"
+    run_id, out = run_flow(flow, "--tune_budget_s", "5", "--train_steps", "10", env=mf_env,
+                           tmp_path=tmp_path)
+    summary = artifact("NightlyRetrainTorchFlow", run_id, "end", "summary", mf_env)
+    assert summary["tuning_source"] != "fallback", summary.get("tuning_reason")
+    assert summary["steps"] == 10 and summary["steps_per_s"] > 0
+    assert 0.0 <= summary["input_wait_fraction"] <= 1.0
+    record = artifact("NightlyRetrainTorchFlow", run_id, "train", "intune_result", mf_env)
+    assert record["pipeline"] == "examples.criteo_torch:criteo_torch_pipeline"
+    assert set(record["config"]) >= {"read", "transform", "prefetch"}
+    assert "nightly retraining summary" in out

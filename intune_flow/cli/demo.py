@@ -67,6 +67,7 @@ def demo_env(home: Path, environ: dict | None = None) -> tuple[dict, Path | None
         "METAFLOW_HOME": str(home / "metaflow_home"),
         "METAFLOW_DATASTORE_SYSROOT_LOCAL": str(home / "metaflow"),
         "METAFLOW_CLIENT_CACHE_PATH": str(home / "metaflow_client"),
+        "METAFLOW_CARD_LOCALROOT": str(home / "metaflow" / "mf.cards"),
         "MPLCONFIGDIR": str(home / "matplotlib"),
         "KERAS_HOME": str(home / "keras"),
         "TF_CPP_MIN_LOG_LEVEL": "2",

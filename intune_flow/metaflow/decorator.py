@@ -73,11 +73,15 @@ class IntuneDecorator(StepDecorator):
         self.session: IntuneSession | None = None
         self._attach_card(flow, step_name, decorators)
 
+    @property
+    def _where(self) -> str:
+        return f"step {self.step_name!r}" if self.statically_defined else "--with intune"
+
     def _coerce(self, attributes) -> Settings:
         try:
             return coerce(attributes, known_methods=self._methods)
         except IntuneAttributeError as exc:
-            raise IntuneDecoratorException(f"step {self.step_name!r}: {exc}") from None
+            raise IntuneDecoratorException(f"{self._where}: {exc}") from None
 
     # -- card ----------------------------------------------------------------------------
     def _attach_card(self, flow, step_name, decorators) -> None:
@@ -111,7 +115,7 @@ class IntuneDecorator(StepDecorator):
             try:
                 values = resolve(self.attributes, flow)
             except IntuneAttributeError as exc:
-                raise IntuneDecoratorException(f"step {step_name!r}: {exc}") from exc
+                raise IntuneDecoratorException(f"{self._where}: {exc}") from exc
             self.settings = self._coerce(values)
         self._flow = flow
         self._in_body = False
