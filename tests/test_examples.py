@@ -126,3 +126,17 @@ def test_criteo_memory_grows_with_read_parallelism():
     capped = probe(p, {"read": 32, "threadpool": 32, "prefetch": 8}, window_s=2,
                    ram_budget=low.peak_rss + 100 * 2**20)
     assert capped.status == "oom"
+
+
+@pytest.mark.slow
+def test_criteo_remote_read_parallelism_helps_until_the_cpu_binds(dataset):
+    p = Pipeline.load("examples.criteo_remote:criteo_remote_pipeline", files=dataset["tfrecord"],
+                      latency_ms=20)
+    rates = {}
+    for read in (1, 8, 64):
+        m = probe(p, {"read": read, "parse": 2, "transform": 2, "prefetch": 4,
+                      "threadpool": 96}, window_s=1.5, warmup_s=0.5)
+        assert m.ok
+        rates[read] = m.records_per_s
+    assert rates[8] > 2 * rates[1]        # latency-bound: 8x the GETs in flight
+    assert rates[64] < 4 * rates[8]       # 8x more again buys far less: parsing binds
