@@ -274,3 +274,14 @@ def test_no_secret_in_logs_records_or_results(s3_server, monkeypatch, caplog, tm
     for secret in (SECRET_KEY, "definitely-wrong-secret-123"):
         assert all(secret not in t for t in texts)
     assert all(ACCESS_KEY not in t for t in texts[1:])
+
+
+def test_signed_record_with_out_of_bounds_config_is_quarantined(cache_dir):
+    cold = tune(TINY, budget_s=2, cache=cache_dir, **FAST)
+    cache = get_cache(cache_dir)
+    data, _ = cache.get(cold.cache_key)
+    cache.put(cold.cache_key, resign(data, config=dict(cold.config, work=999)))
+    again = tune(TINY, budget_s=2, cache=cache_dir, **FAST)
+    assert again.source == "tuned" and "invalid" in again.reason
+    assert again.config["work"] <= 8
+    assert any(".quarantine/" in k for k in cache.list())
