@@ -122,3 +122,32 @@ def test_progress_events_and_log_lines(caplog):
 def test_unknown_method_is_a_clear_error():
     with pytest.raises(TuningError, match="unknown search method"):
         run_search(sim(0), "magic")
+
+
+def test_terminal_progress_line_rewrites_in_place():
+    import io
+
+    from intune_flow.progress import TerminalLine, make_progress
+    buf = io.StringIO()
+    run_search(sim(1), "random", budget_s=10.0, seed=0, progress=TerminalLine(buf))
+    text = buf.getvalue()
+    assert text.count("\r") >= 4 and text.endswith("\n") and text.count("\n") == 1
+    assert "best" in text and "done after" in text
+    with pytest.raises(TypeError):
+        make_progress("loud")
+
+
+@pytest.mark.slow
+def test_pretrain_command_writes_policy_provenance_curve_and_log(tmp_path):
+    import json
+
+    from intune_flow.agent import load_policy
+    from intune_flow.cli import main
+    out = tmp_path / "p.safetensors"
+    assert main(["pretrain", "--steps", "300", "--seed", "1", "--eval-every", "300",
+                 "--out", str(out), "--log-dir", str(tmp_path / "log")]) == 0
+    load_policy(out)
+    prov = json.loads(out.with_suffix(".json").read_text())
+    assert prov["seed"] == 1 and prov["steps"] == 300 and "pretrain" in prov["command"]
+    assert (tmp_path / "log" / "training_curve.png").stat().st_size > 1000
+    assert "held-out" in (tmp_path / "log" / "pretrain_log.txt").read_text()

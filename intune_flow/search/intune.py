@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from ..agent.dqn import DQNAgent, DQNConfig
 from ..agent.walk import Walk
 from .tracker import BudgetSpent, Tracker
 
 PATIENCE = 12           # measurements without improvement before the walk counts as converged
 CONFIRM = 3             # best candidates re-measured once at convergence (noisy winners)
 STOP_AFTER = 6          # the agent's stop action counts only after this many without improvement
-FINETUNE = DQNConfig(lr=1e-4, batch_size=16, buffer_size=4096, eps_start=0.0, eps_end=0.0)
+FINETUNE = dict(lr=1e-4, batch_size=16, buffer_size=4096, eps_start=0.0, eps_end=0.0)
+"""DQN settings for online fine-tuning: gentle, small batches, no exploration."""
 
 
 def _rescaled(env, config: dict, ratio: float) -> dict:
@@ -39,7 +39,8 @@ def _intune(tr: Tracker, env, *, policy_state, seed, continuous, learn) -> dict:
     if policy_state is None:
         from ..agent.policy_io import load_default_policy
         policy_state = load_default_policy()
-    agent = DQNAgent(FINETUNE, state=policy_state, seed=seed)
+    from ..agent.dqn import DQNAgent, DQNConfig
+    agent = DQNAgent(DQNConfig(**FINETUNE), state=policy_state, seed=seed)
     walk = Walk(env.space, tr.start, cpu_budget=env.cpu_budget, ram_budget=env.ram_budget,
                 plateau=_plateau(tr.start), accept=_plateau(tr.start) / 2)
     cores = env.cpu_budget
