@@ -25,8 +25,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from intune_flow.data import CARDINALITIES
+
 NUM_DENSE = 13
 NUM_SPARSE = 26
+MAX_TABLE_ROWS = 1 << 14
+TABLE_SIZES = tuple(min(card, MAX_TABLE_ROWS) for card in CARDINALITIES)
+"""Rows per embedding table by default: the ranges the reference pipelines hash ids into."""
 
 
 @dataclass
@@ -52,7 +57,7 @@ class TrainStats:
 class DLRM(nn.Module):
     """Embeddings + bottom MLP + pairwise dot interactions + top MLP -> one logit per record."""
 
-    def __init__(self, *, num_embeddings: int | Sequence[int] = 2_000, embedding_dim: int = 16,
+    def __init__(self, *, num_embeddings: int | Sequence[int] = TABLE_SIZES, embedding_dim: int = 16,
                  bottom: Sequence[int] = (64,), top: Sequence[int] = (64, 32),
                  num_dense: int = NUM_DENSE, num_sparse: int = NUM_SPARSE):
         super().__init__()

@@ -49,11 +49,9 @@ class NightlyRetrainFlow(FlowSpec):
             pipeline_kwargs=lambda flow: {"files": flow.files, "batch_size": flow.batch_size})
     @step
     def train(self):
-        from examples.criteo import TABLE_SIZES
         from examples.dlrm import train
 
-        stats = train(current.intune.dataset(), steps=self.train_steps, seed=0,
-                      num_embeddings=TABLE_SIZES)
+        stats = train(current.intune.dataset(), steps=self.train_steps, seed=0)
         self.train_stats = stats.to_dict()
         print(f"trained {stats.steps} steps: {stats.steps_per_s:.1f} steps/s, input wait "
               f"{stats.input_wait_fraction:.1%} of step time, loss {stats.first_loss:.3f} -> "

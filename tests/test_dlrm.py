@@ -24,7 +24,7 @@ def _batches(n, batch_size=256, seed=0):
 
 
 def test_loss_decreases_on_fresh_generated_batches():
-    stats = train(_batches(120), steps=120, seed=0)
+    stats = train(_batches(120), steps=120, seed=0, num_embeddings=1000)
     assert isinstance(stats, TrainStats)
     assert stats.steps == 120 and stats.epochs == 1
     assert stats.final_loss < stats.first_loss - 0.1
@@ -76,3 +76,13 @@ def test_bad_inputs_name_the_problem():
         train([42], steps=1)
     with pytest.raises(ValueError, match="26 positive sizes"):
         DLRM(num_embeddings=[10] * 3)
+
+
+def test_default_tables_match_the_reference_pipelines_hash_ranges():
+    pytest.importorskip("tensorflow")
+    from examples.criteo import TABLE_SIZES as tf_sizes
+    from examples.criteo_torch import TABLE_SIZES as torch_sizes
+    from examples.dlrm import TABLE_SIZES
+
+    assert TABLE_SIZES == tuple(tf_sizes) == tuple(int(n) for n in torch_sizes)
+    assert DLRM().embedding.num_embeddings == sum(TABLE_SIZES)

@@ -145,9 +145,10 @@ def test_second_run_takes_the_config_from_the_cache(mf_env, tmp_path):
 @pytest.mark.slow
 def test_with_attaches_intune_from_the_command_line(mf_env, tmp_path):
     flow = HERE / "plain_flow.py"
-    run_id, out = run_flow(flow, env=mf_env, tmp_path=tmp_path, top=(
-        "--with", "intune:pipeline=tiny_pipelines:tiny_pipeline,budget_s=3,window_s=0.5,"
-                  "method=hillclimb,strict=true"))
+    # the README's form: python flow.py run --with intune:...
+    run_id, out = run_flow(flow, "--with", "intune:pipeline=tiny_pipelines:tiny_pipeline,"
+                           "budget_s=3,window_s=0.5,method=hillclimb,strict=true",
+                           env=mf_env, tmp_path=tmp_path)
     seen = artifact("PlainFlow", run_id, "train", "seen", mf_env)
     assert seen["strict"] is True and seen["source"] == "tuned"
     record = artifact("PlainFlow", run_id, "train", "intune_result", mf_env)

@@ -178,7 +178,7 @@ class IntuneDecorator(StepDecorator):
     def _tune(self, cpu, ram, cache):
         """Run ``intune_flow.tune``: ``(result, None)``, or ``(None, reason)`` on a crash."""
         s = self.settings
-        _log(f"tuning {s.pipeline_name} for up to {s.budget_s:g} s (method {s.method}, "
+        _log(f"tuning {s.pipeline_name} (budget {s.budget_s:g} s, method {s.method}, "
              f"cpu budget {cpu if cpu is not None else 'auto'}, cache {cache or 'local default'})")
         try:
             from ..tune import tune
