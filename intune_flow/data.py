@@ -201,6 +201,9 @@ def generate(out: str | os.PathLike, *, rows: int = DEFAULT_ROWS, shards: int = 
             "files": files,
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it 0700; a dataset gets normal modes
         _publish(tmp, out, overwrite)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

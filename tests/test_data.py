@@ -1,6 +1,7 @@
 """Generated Criteo-shaped data: deterministic, correctly encoded, written atomically."""
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -51,6 +52,9 @@ def test_generate_writes_tfrecord_parquet_and_manifest(tmp_path):
     assert manifest["rows"] == 1000 and manifest["shards"] == 3 and manifest["seed"] == 7
     assert sum(manifest["rows_per_shard"]) == 1000
     assert set(manifest["schema"]) == set(data.COLUMNS)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (out.stat().st_mode & 0o777) == 0o777 & ~umask  # not mkdtemp's 0700
     tf_files, pq_files = data.files(out, "tfrecord"), data.files(out, "parquet")
     assert len(tf_files) == len(pq_files) == 3
     cols = data.columns(1000, seed=7)
