@@ -124,3 +124,29 @@ def test_summary_and_side_by_side():
     assert "25.0%" in text and "tuned" in text and "12.5" in text
     table = format_side_by_side({"night 1": s, "night 2": {**s, "tuning_source": "cache"}})
     assert "night 1" in table.splitlines()[0] and "cache" in table
+
+
+def _ranges(knobs, n=64):
+    import tensorflow as tf
+
+    ds = tf.data.Dataset.range(n).map(lambda x: x + 1, num_parallel_calls=knobs.parallelism("map", max=4))
+    return ds.batch(8).prefetch(knobs.buffer("prefetch", max=4))
+
+
+def test_a_session_whose_tuning_crashed_runs_on_the_factory_defaults():
+    pytest.importorskip("tensorflow")
+    from intune_flow.metaflow.session import IntuneSession
+
+    calls, recorded = [], []
+    settings = coerce({"pipeline": _ranges, "pipeline_kwargs": {"n": 16}})
+    session = IntuneSession(settings, lambda: calls.append(1) or (None, "tuning raised OSError: disk"),
+                            on_tuned=recorded.append)
+    assert not session.tuned and not calls          # lazy until used
+    assert session.config == {"map": 1, "prefetch": 1, "threadpool": -1}
+    assert session.source == "fallback" and session.reason == "tuning raised OSError: disk"
+    assert calls == [1] and recorded == [session]   # tuned once, recorded once
+    batches = list(session.dataset(n=24).as_numpy_iterator())
+    assert sum(len(b) for b in batches) == 24       # the step's kwargs override pipeline_kwargs
+    record = session.to_dict()
+    json.dumps(record)
+    assert record["source"] == "fallback" and record["config"] == session.config

@@ -211,3 +211,24 @@ def test_torchdata_nightly_flow_runs_end_to_end(mf_env, tmp_path):
     assert record["pipeline"] == "examples.criteo_torch:criteo_torch_pipeline"
     assert set(record["config"]) >= {"read", "transform", "prefetch"}
     assert "nightly retraining summary" in out
+
+
+@pytest.mark.slow
+def test_with_an_s3_datastore_the_cache_defaults_under_its_root(mf_env, tmp_path, s3_server, s3_bucket):
+    """Metaflow's datastore on the real S3 test server: the policy cache lands next to it,
+    reached through Metaflow's own endpoint setting (METAFLOW_S3_ENDPOINT_URL)."""
+    env = dict(mf_env)
+    env.pop("INTUNE_FLOW_CACHE")
+    creds = s3_server.env()
+    env.update({k: v for k, v in creds.items() if k.startswith("AWS_")})
+    env.update({"METAFLOW_DEFAULT_DATASTORE": "s3",
+                "METAFLOW_DATASTORE_SYSROOT_S3": f"s3://{s3_bucket}/metaflow",
+                "METAFLOW_S3_ENDPOINT_URL": s3_server.endpoint_url})
+    flow = HERE / "import_style_flow.py"
+    run_id, out = run_flow(flow, env=env, tmp_path=tmp_path)
+    record = artifact("ImportStyleFlow", run_id, "train", "intune_result", env)
+    assert record["cache"] == f"s3://{s3_bucket}/metaflow/intune_flow"
+    assert record["cache_origin"] == "the Metaflow S3 datastore root"
+    assert record["source"] == "tuned" and record["cache_uri"] == record["cache"]
+    listed = s3_server.client().list_objects_v2(Bucket=s3_bucket, Prefix="metaflow/intune_flow/")
+    assert listed.get("KeyCount", 0) >= 1, listed
