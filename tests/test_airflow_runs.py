@@ -131,3 +131,29 @@ def test_a_missing_connection_is_a_clear_error(operator_dag, tmp_path, capfd):
                   conf(cache="s3://some-bucket/x", aws_conn_id="no_such_conn"))
     assert run.state == "failed"
     assert "Airflow connection 'no_such_conn' could not be read" in capfd.readouterr().out
+
+
+def test_arguments_module_knows_the_same_methods_as_tune():
+    from intune_flow.airflow.arguments import METHODS
+    from intune_flow.tune import METHODS as TUNE_METHODS
+
+    assert tuple(METHODS) == tuple(TUNE_METHODS)
+
+
+@pytest.mark.slow
+def test_nightly_retrain_dag_prepares_tunes_trains_and_reports(tmp_path):
+    from tests.test_airflow_support import REPO
+
+    migrate_db()
+    path = install_dag(REPO / "dags" / "nightly_retrain.py")
+    params = {"budget_s": 3, "train_steps": 3, "batch_size": 256, "cache": str(tmp_path / "c")}
+    run = run_dag(path, "nightly_retrain", params)
+    assert run.state == "success", task_states(run)
+    tuned = xcom(run, "tune_input")
+    assert {"read", "parse", "transform", "prefetch"} <= set(tuned["config"])
+    assert tuned["pipeline"] == "examples.criteo:criteo_pipeline"
+    stats = xcom(run, "train")
+    assert stats["steps"] == 3 and stats["batch_size"] == 256
+    report = xcom(run, "report")
+    assert report["source"] == tuned["source"] and report["config"] == tuned["config"]
+    assert report["train_steps"] == 3

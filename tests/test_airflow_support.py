@@ -27,7 +27,7 @@ _state: dict = {}
 
 # -- pipelines of our own ----------------------------------------------------------------
 def _fetch(batch):
-    time.sleep(0.002)  # a remote read: waiting, not computing, so noisy neighbours matter little
+    time.sleep(0.01)  # a remote read: waiting, not computing, so noisy neighbours matter little
     return batch
 
 
