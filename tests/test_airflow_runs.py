@@ -82,6 +82,8 @@ def test_taskflow_tunes_and_trains_in_one_task(taskflow_dag, tmp_path):
     assert summary["config"] == trained["config"]
     short = xcom(run, "train_short")
     assert {"fetch", "prefetch"} <= set(short["config"]) and short["batch_rows"] == 16
+    above = xcom(run, "train_above")  # intune_task stacked above @task works the same
+    assert {"fetch", "prefetch"} <= set(above["config"]) and above["rows"] == 32
 
 
 def test_s3_cache_through_an_airflow_connection(operator_dag, s3_server, s3_bucket, monkeypatch,

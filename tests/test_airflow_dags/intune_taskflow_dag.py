@@ -29,7 +29,14 @@ def intune_taskflow():
         first = next(iter(intune.dataset()))
         return {"config": intune.config, "batch_rows": int(first.shape[0])}
 
-    train(prepare())
+    @intune_task(pipeline=PIPELINE, budget_s=3, window_s=0.5, pipeline_kwargs="data")
+    @task
+    def train_above(data: dict, intune=None) -> dict:
+        return {"config": intune.config, "rows": int(next(iter(intune.dataset())).shape[0])}
+
+    data = prepare()
+    train(data)
+    train_above(data)
     train_short()
 
 
