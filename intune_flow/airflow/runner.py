@@ -26,12 +26,14 @@ def run_tuning(*, pipeline, budget_s, cache=None, aws_conn_id=None, cpu_budget=N
     from .. import tune
 
     logger = logger or log
+    # Templates rendered without render_template_as_native_obj turn None into "None".
+    cache, aws_conn_id, cpu_budget, ram_budget, window_s = (
+        None if isinstance(v, str) and v.strip() in ("", "None") else v
+        for v in (cache, aws_conn_id, cpu_budget, ram_budget, window_s))
     arguments.check_all(pipeline=pipeline, budget_s=budget_s, cache=cache,
                         aws_conn_id=aws_conn_id, cpu_budget=cpu_budget, ram_budget=ram_budget,
                         strict=strict, method=method, window_s=window_s,
                         pipeline_kwargs=pipeline_kwargs)
-    cache = None if cache in ("", "None") else cache
-    aws_conn_id = None if aws_conn_id in ("", "None") else aws_conn_id
     secrets: list[str] = []
     s3_client = None
     if aws_conn_id:
