@@ -156,6 +156,8 @@ def test_with_attaches_intune_from_the_command_line(mf_env, tmp_path):
     # --with puts the decorator on every step; steps that never use current.intune do not tune
     assert artifact("PlainFlow", run_id, "start", "intune_result", mf_env) is None
     assert out.count("[@intune] tuning ") == 1
+    untouched = card_components(flow, run_id, "start", mf_env, tmp_path)
+    assert any("never used `current.intune`" in c.get("source", "") for c in untouched)
 
 
 @pytest.mark.slow
