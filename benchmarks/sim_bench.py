@@ -135,10 +135,11 @@ def render(data: dict) -> str:
     for m in methods:
         sel = [get[(c, m)] for c in cores]
         va = [s["median_vs_autotune"] for s in sel if s["median_vs_autotune"] is not None]
+        va = [v for v in va if v == v]
         lines.append(f"| {m} | {np.median([s['median_steps'] for s in sel]):.0f} | "
                      f"{np.median([s['median_sim_seconds'] for s in sel]):.1f} | "
                      f"{sum(s['ooms'] for s in sel)} | "
-                     f"{np.median(va):.2f} | "
+                     f"{np.median(va) if va else float('nan'):.2f} | "
                      f"{np.mean([s['mean'] for s in sel]):.3f} | "
                      f"{np.mean([s['share_ge_95'] for s in sel]):.2f} | "
                      f"{_steps95(sel)} |")

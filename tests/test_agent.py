@@ -174,3 +174,14 @@ def test_shipped_default_policy_loads():
     validate_policy(state)
     assert DQNAgent(state=state).q_values(encode(space_of(3), 4, 1 << 30, view_for(
         space_of(3), {"k0": 1, "k1": 1, "k2": 1}))).shape == (7,)
+
+
+def test_rebalance_shrinks_idle_stages_and_doubles_saturated_ones():
+    from intune_flow.agent.walk import rebalanced
+    space = KnobSpace((Knob("read", "parallelism", 1, 256, 1), Knob("map", "parallelism", 1, 256, 1),
+                       Knob("prefetch", "buffer", 1, 64, 1), Knob("pool", "threads", 1, 1024, 1)))
+    cfg = {"read": 16, "map": 16, "prefetch": 2, "pool": 16}
+    m = Measurement(config=cfg, throughput=1.0,
+                    stage_signals={"read": 1.0, "map": 0.1, "prefetch": 0.5, "pool": 0.95})
+    assert rebalanced(space, m) == {"read": 32, "map": 3, "prefetch": 2, "pool": 32}
+    assert rebalanced(space, Measurement(config=cfg, throughput=1.0)) is None   # no signals

@@ -29,6 +29,32 @@ OVERSUB_PENALTY = 0.02
 MAX_STREAK = 4
 
 
+REBALANCE_ROUNDS = 3
+HEADROOM = 1.5
+
+
+def rebalanced(space: KnobSpace, m: Measurement) -> dict | None:
+    """A whole new allocation from per-stage utilization signals (None without signals).
+
+    A stage whose calls are busy a share ``u`` of the time needs about ``p * u``
+    calls at today's throughput: non-bottleneck stages shrink to that (with
+    headroom), saturated ones (and a saturated pool) double. Over-provisioned
+    stages are what makes runnable threads outnumber the cores, and single-knob
+    moves undo that slowly: each one alone gains less than the measurement noise.
+    """
+    sig = m.stage_signals or {}
+    par = [k for k in space if k.kind in ("parallelism", "threads")]
+    if not par or any(k.name not in sig for k in par):
+        return None
+    cfg = dict(m.config)
+    for k in par:
+        v, u = m.config[k.name], float(sig[k.name])
+        want = v * 2 if u >= 0.9 else v * u * HEADROOM
+        grid = k.grid()
+        cfg[k.name] = next((g for g in grid if g >= want), grid[-1])
+    return cfg if cfg != m.config else None
+
+
 def config_key(config: dict) -> tuple:
     return tuple(sorted(config.items()))
 
@@ -136,6 +162,30 @@ class Walk:
             if m.throughput >= ref * (1 - self.plateau):
                 self.current = m
         return reward, False, m
+
+    def jump(self, config: dict, measure) -> Measurement | None:
+        """Measure a whole new config (not a single-knob move); it becomes the best if better."""
+        if config_key(config) in self.visited:
+            return None
+        m = measure(config)
+        self.steps += 1
+        self.visited[config_key(m.config)] = m
+        self.last = m
+        if m.ok and (not self.best.ok or m.throughput > self.best.throughput * (1 + self.accept)):
+            self.best = self.current = m
+            self.since_improvement = 0
+        return m
+
+    def rebalance(self, measure, rounds: int = REBALANCE_ROUNDS) -> None:
+        """Smart start: a few signal-driven re-allocations before the single-knob walk."""
+        for _ in range(rounds):
+            cfg = rebalanced(self.space, self.best) if self.best.ok else None
+            if cfg is None:
+                return
+            before = self.best
+            m = self.jump(cfg, measure)
+            if m is None or self.best is before:
+                return
 
     def recover(self, measure, max_steps: int) -> None:
         """Memory guard for a start that fails (OOM): halve every knob until a config runs.

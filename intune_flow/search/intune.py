@@ -5,9 +5,9 @@ from __future__ import annotations
 from ..agent.walk import Walk
 from .tracker import BudgetSpent, Tracker
 
-PATIENCE = 12           # measurements without improvement before the walk counts as converged
+PATIENCE = 20           # measurements without improvement before the walk counts as converged
 CONFIRM = 3             # best candidates re-measured once at convergence (noisy winners)
-STOP_AFTER = 6          # the agent's stop action counts only after this many without improvement
+STOP_AFTER = 10         # the agent's stop action counts only after this many without improvement
 FINETUNE = dict(lr=1e-4, batch_size=16, buffer_size=4096, eps_start=0.0, eps_end=0.0)
 """DQN settings for online fine-tuning: gentle, small batches, no exploration."""
 
@@ -47,6 +47,7 @@ def _intune(tr: Tracker, env, *, policy_state, seed, continuous, learn) -> dict:
     try:
         if not walk.current.ok:
             walk.recover(tr.measure, max_steps=10**9)
+        walk.rebalance(tr.measure)
         while True:
             if env.cpu_budget != cores:
                 cores = _reallocate(tr, env, walk, cores)
@@ -138,3 +139,4 @@ def _confirm(tr: Tracker, walk: Walk) -> None:
     tr.best = Measurement(**{**last.to_dict(), "throughput": mean,
                              "records_per_s": mean if last.records_per_s else 0.0,
                              "elements_per_s": mean if last.elements_per_s else 0.0})
+
