@@ -159,3 +159,11 @@ def test_nightly_retrain_dag_prepares_tunes_trains_and_reports(tmp_path):
     report = xcom(run, "report")
     assert report["source"] == tuned["source"] and report["config"] == tuned["config"]
     assert report["train_steps"] == 3
+
+
+def test_operator_accepts_a_factory_defined_in_the_dag_file(operator_dag, tmp_path):
+    run = run_dag(operator_dag, "intune_operator_callable", {"cache": str(tmp_path / "cache")})
+    assert run.state == "success", task_states(run)
+    tuned = xcom(run, "tune")
+    assert tuned["source"] == "tuned" and {"fetch", "prefetch"} <= set(tuned["config"])
+    assert xcom(run, "build") == 64

@@ -47,7 +47,11 @@ class InTuneOperator(BaseOperator):
                             aws_conn_id=aws_conn_id, cpu_budget=cpu_budget,
                             ram_budget=ram_budget, strict=strict, method=method,
                             window_s=window_s, pipeline_kwargs=pipeline_kwargs)
-        self.pipeline = pipeline
+        # Airflow 3 calls a callable found in a template field as a template: keep a factory
+        # aside and show its name in the field.
+        self._factory = pipeline if callable(pipeline) else None
+        self.pipeline = (f"{pipeline.__module__}:{pipeline.__qualname__}"
+                         if self._factory is not None else pipeline)
         self.budget_s = budget_s
         self.cache = cache
         self.aws_conn_id = aws_conn_id
@@ -60,7 +64,7 @@ class InTuneOperator(BaseOperator):
 
     def execute(self, context) -> dict:
         result, secrets = run_tuning(
-            pipeline=self.pipeline, budget_s=self.budget_s, cache=self.cache,
+            pipeline=self._factory or self.pipeline, budget_s=self.budget_s, cache=self.cache,
             aws_conn_id=self.aws_conn_id, cpu_budget=self.cpu_budget,
             ram_budget=self.ram_budget, strict=self.strict, method=self.method,
             window_s=self.window_s, pipeline_kwargs=self.pipeline_kwargs, logger=self.log)

@@ -53,3 +53,31 @@ with DAG(
 ) as strict_dag:
     InTuneOperator(task_id="tune", pipeline="tests.test_airflow_support:broken_pipeline",
                    budget_s=3, window_s=0.5, cache="{{ params.cache }}", strict=True)
+
+
+def inline_pipeline(knobs, n=20_000, batch_size=64, epochs=None):
+    """A factory defined in the DAG file itself, passed as a callable."""
+    from tests.test_airflow_support import fetch_pipeline
+
+    return fetch_pipeline(knobs, n=n, batch_size=batch_size, epochs=epochs)
+
+
+with DAG(
+    "intune_operator_callable",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    params={"cache": Param(None, type=["null", "string"])},
+    render_template_as_native_obj=True,
+) as callable_dag:
+    tuned = InTuneOperator(task_id="tune", pipeline=inline_pipeline, budget_s=3, window_s=0.5,
+                           cache="{{ params.cache }}")
+
+    @task
+    def build(tuned: dict) -> int:
+        from intune_flow import Pipeline
+
+        ds = Pipeline.load(inline_pipeline).build(tuned["config"])
+        return int(next(iter(ds)).shape[0])
+
+    build(tuned.output)
