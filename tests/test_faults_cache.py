@@ -236,3 +236,38 @@ def test_sigkill_mid_local_write_keeps_previous_record(tmp_path, phase):
     assert decode(cache.get(KEY)[0]).throughput == 1000.0
     assert cache.list() == [KEY]                    # the orphan temp file is not a record
     assert write_best(cache, make_record(2000.0)).action == "replaced"   # and the lock is free
+
+
+# -- the same faults seen from tune(): a warning, the local fallback, training goes on ---------
+@pytest.mark.parametrize("fault", ["slow", "denied", "no_bucket"])
+def test_tune_survives_store_faults(s3_server, tmp_path, monkeypatch, caplog, fault):
+    import logging
+
+    from intune_flow.tune import tune
+
+    local = tmp_path / "local"
+    monkeypatch.setenv("INTUNE_FLOW_CACHE", str(local))
+    bucket = s3_server.make_bucket()
+    proxy = FaultProxy(int(s3_server.endpoint_url.rsplit(":", 1)[1]),
+                       delay_s=2.0 if fault == "slow" else 0.0)
+    try:
+        kw = dict(endpoint_url=proxy.endpoint_url, read_timeout=0.5, connect_timeout=0.5)
+        if fault == "denied":
+            kw.update(access_key="intruder", secret_key="not-the-secret")
+        cache = s3_cache(s3_server, "no-such-bucket-here" if fault == "no_bucket" else bucket,
+                         attempts=2, **kw)
+        with caplog.at_level(logging.WARNING, logger="intune_flow"):
+            result = tune("tests.test_tune:tiny_pipeline", budget_s=2, cache=cache, window_s=0.3,
+                          progress=False, seed=0)
+    finally:
+        proxy.close()
+    assert result.source == "tuned" and result.throughput > 0
+    assert result.cache_uri == str(local)
+    assert result.warnings and "local fallback cache" in result.warnings[0]
+    assert {"slow": "unavailable after 2 attempt", "denied": "access denied",
+            "no_bucket": "does not exist"}[fault] in result.warnings[0]
+    assert "continuing with the local fallback cache" in caplog.text
+    assert read(LocalCache(local), result.cache_key).record is not None
+    next(iter(result.build()))
+    if fault == "slow":
+        assert proxy.requests <= 2 * 3    # bounded: get, maybe list, put; 2 attempts each at most

@@ -78,7 +78,7 @@ def _resolve(cache, key: str) -> str:
     raise CacheError(f"{key!r} matches {len(matches)} records in {cache.uri}; give more of the key")
 
 
-def _config_text(config: dict, limit: int = 48) -> str:
+def _config_text(config: dict, limit: int = 64) -> str:
     text = ",".join(f"{k}={'auto' if v == -1 else v}" for k, v in config.items())
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
