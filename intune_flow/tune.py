@@ -52,6 +52,11 @@ VERIFY_WARMUP_S = 0.2
 
 
 
+DISCOVERY_TIMEOUT_S = 60.0
+"""Knob discovery and the schema fingerprint run the user's factory: a factory that does not
+return within this many seconds is abandoned (a daemon thread) and the run falls back."""
+
+
 class _Failure(IntuneError):
     """Internal: tuning failed; carries the reason and the cause."""
 
@@ -232,9 +237,9 @@ def _fallback(state: dict, base: dict, reason: str) -> TuneResult:
 def _tune(pipe, run: _Run, state: dict, base: dict, *, budget_s, window_s, progress, seed):
     from .real_env import PipelineEnv
 
-    space = pipe.space                      # the factory's dry build: may raise -> fallback
+    space = _bounded(lambda: pipe.space, "knob discovery (the factory's dry build)")
     state["space"] = space
-    fingerprint = pipe.fingerprint()
+    fingerprint = _bounded(pipe.fingerprint, "the schema fingerprint")
     state["fingerprint"] = fingerprint
     key = make_key(fingerprint, space, base["hardware_class"])
     state["key"] = str(key)
@@ -307,6 +312,29 @@ def _tune(pipe, run: _Run, state: dict, base: dict, *, budget_s, window_s, progr
                       progress=progress, state=state)
     state["write"] = dict(stale=None, cold=None)
     return _from_outcome(outcome, "tuned", "; ".join(notes) or None, common, state)
+
+
+def _bounded(fn, what: str):
+    """``fn()`` in a daemon thread, bounded by DISCOVERY_TIMEOUT_S; its exception re-raised."""
+    import threading
+
+    box: dict = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="intune-flow-discover", daemon=True)
+    thread.start()
+    thread.join(DISCOVERY_TIMEOUT_S)
+    if thread.is_alive():
+        raise _Failure(f"{what} did not return within {DISCOVERY_TIMEOUT_S:g}s; the pipeline "
+                       "factory hangs (check its inputs and any blocking call in it)")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def _seconds(value, default: float) -> float:

@@ -285,3 +285,25 @@ def test_signed_record_with_out_of_bounds_config_is_quarantined(cache_dir):
     assert again.source == "tuned" and "invalid" in again.reason
     assert again.config["work"] <= 8
     assert any(".quarantine/" in k for k in cache.list())
+
+
+_RELEASE = __import__("threading").Event()
+
+
+def hanging_factory(knobs):
+    """Declares a knob, then blocks (until the test releases it)."""
+    knobs.parallelism("work", max=4)
+    _RELEASE.wait(600)
+    return tf.data.Dataset.range(10)
+
+
+def test_hanging_factory_is_bounded_and_falls_back(cache_dir, monkeypatch):
+    monkeypatch.setattr(tune_module, "DISCOVERY_TIMEOUT_S", 1.0)
+    try:
+        result = tune("tests.test_tune:hanging_factory", budget_s=2, cache=cache_dir, **FAST)
+        assert result.source == "fallback" and "did not return within 1s" in result.reason
+        with pytest.raises(TuningError):
+            tune("tests.test_tune:hanging_factory", budget_s=2, cache=cache_dir, strict=True,
+                 **FAST)
+    finally:
+        _RELEASE.set()
