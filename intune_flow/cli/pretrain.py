@@ -18,7 +18,7 @@ def register(sub):
                        description="Train the DQN agent over random simulated pipelines and "
                                    "machines (2-128 cores); write the policy (safetensors), its "
                                    "provenance JSON, a training-curve PNG and the console log.")
-    p.add_argument("--steps", type=int, default=60_000, help="agent decisions to train for")
+    p.add_argument("--steps", type=int, default=30_000, help="agent decisions to train for")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(DEFAULT_OUT), help="policy file (.safetensors)")
     p.add_argument("--log-dir", default="benchmarks/pretrain",
