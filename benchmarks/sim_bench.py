@@ -1,7 +1,7 @@
 """Simulated machines (8-128 cores): every method vs the exact oracle on held-out pipelines.
 
     python -m benchmarks.sim_bench            # full: 50 pipelines per core count
-    python -m benchmarks.sim_bench --quick    # 10 pipelines per core count
+    python -m benchmarks.sim_bench --quick    # 10 per core count, into results/quick/
     python -m benchmarks.sim_bench --render   # rewrite sim.md and the doc table from sim.json
 
 Pipelines come from the simulator's "eval" seed stream, which pretraining never
@@ -202,9 +202,10 @@ def main(argv=None) -> int:
     ap.add_argument("--cores", type=int, nargs="*", default=list(CORES))
     ap.add_argument("--methods", nargs="*", default=list(METHODS))
     ap.add_argument("--render", action="store_true", help="only re-render from sim.json")
-    ap.add_argument("--out", default=str(RESULTS / "sim.json"))
+    ap.add_argument("--out", default=None,
+                    help="JSON path (default results/sim.json; --quick: results/quick/sim.json)")
     args = ap.parse_args(argv)
-    out = Path(args.out)
+    out = Path(args.out or (RESULTS / "quick" / "sim.json" if args.quick else RESULTS / "sim.json"))
     default = out.resolve() == (RESULTS / "sim.json").resolve()
     if args.render:
         write_outputs(json.loads(out.read_text()), out.parent, update_doc=default)
