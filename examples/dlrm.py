@@ -70,7 +70,8 @@ class DLRM(nn.Module):
         self.register_buffer("rows", torch.tensor(rows, dtype=torch.int64), persistent=False)
         self.register_buffer("offsets", torch.tensor([0, *np.cumsum(rows)[:-1]], dtype=torch.int64),
                              persistent=False)
-        self.embedding = nn.Embedding(sum(rows), embedding_dim)
+        # Sparse gradients: a step touches B x 26 rows, not the whole table (SparseAdam in train()).
+        self.embedding = nn.Embedding(sum(rows), embedding_dim, sparse=True)
         nn.init.uniform_(self.embedding.weight, -1 / math.sqrt(embedding_dim),
                          1 / math.sqrt(embedding_dim))
         self.bottom = _mlp([num_dense, *bottom, embedding_dim], last_activation=True)
@@ -150,7 +151,12 @@ def train(batches: Iterable, *, steps: int, lr: float = 3e-3, seed: int | None =
     elif model_kwargs:
         raise ValueError(f"model given: model options {sorted(model_kwargs)} have no effect")
     model.train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    sparse = [p for m in model.modules() if isinstance(m, nn.Embedding) and m.sparse
+              for p in m.parameters()]
+    dense = [p for p in model.parameters() if all(p is not q for q in sparse)]
+    optimizers = [torch.optim.Adam(dense, lr=lr)]
+    if sparse:
+        optimizers.append(torch.optim.SparseAdam(sparse, lr=lr))
     loss_fn = nn.BCEWithLogitsLoss()
 
     losses: list[float] = []
@@ -179,13 +185,15 @@ def train(batches: Iterable, *, steps: int, lr: float = 3e-3, seed: int | None =
                 iterator = None
                 if fresh:
                     raise ValueError("the input pipeline yielded no batches") from None
-        dense, sparse, label = to_tensors(batch)
+        dense_x, sparse_x, label = to_tensors(batch)
         wait += time.perf_counter() - t0
 
-        optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(dense, sparse), label)
+        for optimizer in optimizers:
+            optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model(dense_x, sparse_x), label)
         loss.backward()
-        optimizer.step()
+        for optimizer in optimizers:
+            optimizer.step()
 
         value = float(loss.detach())
         batch_size = int(label.shape[0])
