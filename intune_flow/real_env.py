@@ -14,7 +14,8 @@ from .resources import default_ram_budget, parse_bytes, usable_cpus
 class PipelineEnv:
     """Measures configs of a real pipeline with :func:`intune_flow.probe.probe`.
 
-    ``cpu_budget`` defaults to the usable cores, ``ram_budget`` (bytes or "4GiB") to
+    ``cpu_budget`` defaults to the cores usable at each measurement (so a shrinking CPU
+    affinity or cgroup quota is seen by continuous tuning), ``ram_budget`` (bytes or "4GiB") to
     :func:`intune_flow.resources.default_ram_budget`. ``clock()`` is wall seconds since
     creation. ``measure`` accepts any valid config, AUTOTUNE values and concretized
     configs included.
@@ -33,9 +34,14 @@ class PipelineEnv:
             raise IntuneError(f"ram_budget: {exc}") from None
         self._start = time.perf_counter()
         self.pipeline = Pipeline.load(pipeline)
-        self.cpu_budget = float(cpu_budget) if cpu_budget is not None else usable_cpus()
+        self._cpu_budget = float(cpu_budget) if cpu_budget is not None else None
         self.ram_budget = int(ram)
         self.window_s, self.warmup_s, self.timeout_s = window_s, warmup_s, timeout_s
+
+    @property
+    def cpu_budget(self) -> float:
+        """The given budget, or the cores usable right now (follows affinity/cgroup changes)."""
+        return self._cpu_budget if self._cpu_budget is not None else usable_cpus()
 
     @property
     def space(self) -> KnobSpace:

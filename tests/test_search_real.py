@@ -13,18 +13,12 @@ pytestmark = pytest.mark.slow
                     reason="needs CPU affinity control and at least 2 cores")
 def test_continuous_mode_reallocates_when_affinity_shrinks():
     from intune_flow.real_env import PipelineEnv
-    from intune_flow.resources import usable_cpus
-
-    class AffinityEnv(PipelineEnv):
-        """The CPU budget follows this process's affinity, as a resized container's would."""
-
-        cpu_budget = property(lambda self: usable_cpus(), lambda self, value: None)
 
     original = os.sched_getaffinity(0)
     two = sorted(original)[:2]
     os.sched_setaffinity(0, two)
     try:
-        env = AffinityEnv("examples.criteo:criteo_pipeline", window_s=0.5, warmup_s=0.3)
+        env = PipelineEnv("examples.criteo:criteo_pipeline", window_s=0.5, warmup_s=0.3)
         assert env.cpu_budget == 2
         measured = []
         inner = env.measure
