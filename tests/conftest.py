@@ -20,6 +20,7 @@ _ENV = {
     "METAFLOW_HOME": _ROOT / "metaflow_home",
     "METAFLOW_CLIENT_CACHE_PATH": _ROOT / "metaflow_client",
     "METAFLOW_DATASTORE_SYSROOT_LOCAL": _ROOT / "metaflow_datastore",
+    "METAFLOW_CARD_LOCALROOT": _ROOT / "metaflow_cards",
     "MPLCONFIGDIR": _ROOT / "mpl",
     "XDG_CACHE_HOME": _ROOT / "xdg_cache",
     "XDG_CONFIG_HOME": _ROOT / "xdg_config",
