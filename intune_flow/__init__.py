@@ -4,19 +4,22 @@
 imported only when the piece that needs them is used.
 """
 
+# ``tune`` and ``probe`` share their names with their modules: imported here, the package
+# attribute is the function, whatever imports ``intune_flow.tune`` later.
+
 from importlib import import_module
 
 from .errors import CacheError, IntuneError, KnobError, PipelineError, TuningError
 from .knobs import AUTOTUNE, Knob, Knobs, KnobSpace
 from .measurement import Measurement
+from .probe import probe
+from .tune import tune
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "tune": ".tune",
     "TuneResult": ".result",
     "Pipeline": ".pipeline",
-    "probe": ".probe",
     "get_cache": ".cache",
 }
 
@@ -28,4 +31,4 @@ def __getattr__(name):
 
 
 __all__ = ["AUTOTUNE", "CacheError", "IntuneError", "Knob", "KnobError", "KnobSpace", "Knobs",
-           "Measurement", "PipelineError", "TuningError", "__version__", *_LAZY]
+           "Measurement", "PipelineError", "TuningError", "__version__", "probe", "tune", *_LAZY]

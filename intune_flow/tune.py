@@ -157,7 +157,8 @@ class _Run:
 
 def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
          ram_budget=None, cache=None, method: str = "intune", strict: bool = False,
-         pipeline_kwargs: dict | None = None, window_s: float | None = None, progress=None,
+         pipeline_kwargs: dict | None = None, window_s: float | None = None,
+         timeout_s: float | None = None, progress=None,
          seed: int | None = None, s3_client=None) -> TuneResult:
     """Tune ``pipeline`` (a ``"module:attr"`` string, a factory or a Pipeline) and return the result.
 
@@ -166,10 +167,15 @@ def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
     default: :func:`~intune_flow.resources.default_ram_budget`) bound every probe.
     ``cache`` is ``None`` (``$INTUNE_FLOW_CACHE`` or the local default), a URI
     (``s3://bucket/prefix``, a directory, ``memory://``) or a Cache; ``s3_client`` is
-    an optional boto3 client for S3. ``window_s`` is the measurement window of each
+    an optional boto3 client for S3. ``timeout_s`` bounds every step that could hang: a
+    probe that sees no element for that long, and the factory's first build (default:
+    the probe's 30 s and ``DISCOVERY_TIMEOUT_S``). ``window_s`` is the measurement window of each
     probe. Bad arguments raise :class:`~intune_flow.errors.IntuneError`; failures while
     tuning return ``source="fallback"``, or raise :class:`TuningError` with ``strict=True``.
     """
+    if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float))
+                                  or not math.isfinite(timeout_s) or timeout_s <= 0):
+        raise IntuneError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
     cpu, ram = _check_args(budget_s, cpu_budget, ram_budget, method, window_s, pipeline_kwargs,
                            seed)
     primary = get_cache(cache, s3_client=s3_client)
@@ -185,6 +191,7 @@ def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
     state = {"record": None, "key": None, "fingerprint": None, "space": None}
     try:
         result = _tune(pipe, run, state, base, budget_s=float(budget_s), window_s=window_s,
+                       timeout_s=timeout_s,
                        progress=progress, seed=seed)
     except TuningError:
         raise
@@ -234,12 +241,13 @@ def _fallback(state: dict, base: dict, reason: str) -> TuneResult:
                       history=list(state.get("history") or []), **base)
 
 
-def _tune(pipe, run: _Run, state: dict, base: dict, *, budget_s, window_s, progress, seed):
+def _tune(pipe, run: _Run, state: dict, base: dict, *, budget_s, window_s, timeout_s, progress,
+          seed):
     from .real_env import PipelineEnv
 
-    space = _bounded(lambda: pipe.space, "knob discovery (the factory's dry build)")
+    space = _bounded(lambda: pipe.space, "knob discovery (the factory's dry build)", timeout_s)
     state["space"] = space
-    fingerprint = _bounded(pipe.fingerprint, "the schema fingerprint")
+    fingerprint = _bounded(pipe.fingerprint, "the schema fingerprint", timeout_s)
     state["fingerprint"] = fingerprint
     key = make_key(fingerprint, space, base["hardware_class"])
     state["key"] = str(key)
@@ -249,6 +257,8 @@ def _tune(pipe, run: _Run, state: dict, base: dict, *, budget_s, window_s, progr
     if found.damage:
         notes.append(f"cached record was damaged ({found.damage}); quarantined and re-tuned")
     env_kw = {} if window_s is None else {"window_s": float(window_s)}
+    if timeout_s is not None:
+        env_kw["timeout_s"] = float(timeout_s)
     env = PipelineEnv(pipe, cpu_budget=base["cpu_budget"], ram_budget=base["ram_budget"], **env_kw)
     common = dict(fingerprint=fingerprint, cache_key=str(key), **base)
     warm_budget = min(budget_s, max(WARM_MIN_S, WARM_FRACTION * budget_s))
@@ -314,8 +324,9 @@ def _tune(pipe, run: _Run, state: dict, base: dict, *, budget_s, window_s, progr
     return _from_outcome(outcome, "tuned", "; ".join(notes) or None, common, state)
 
 
-def _bounded(fn, what: str):
-    """``fn()`` in a daemon thread, bounded by DISCOVERY_TIMEOUT_S; its exception re-raised."""
+def _bounded(fn, what: str, timeout_s: float | None = None):
+    """``fn()`` in a daemon thread, bounded by ``timeout_s`` (default DISCOVERY_TIMEOUT_S);
+    its exception re-raised."""
     import threading
 
     box: dict = {}
@@ -328,9 +339,10 @@ def _bounded(fn, what: str):
 
     thread = threading.Thread(target=target, name="intune-flow-discover", daemon=True)
     thread.start()
-    thread.join(DISCOVERY_TIMEOUT_S)
+    limit = DISCOVERY_TIMEOUT_S if timeout_s is None else timeout_s
+    thread.join(limit)
     if thread.is_alive():
-        raise _Failure(f"{what} did not return within {DISCOVERY_TIMEOUT_S:g}s; the pipeline "
+        raise _Failure(f"{what} did not return within {limit:g}s; the pipeline "
                        "factory hangs (check its inputs and any blocking call in it)")
     if "error" in box:
         raise box["error"]
@@ -439,15 +451,3 @@ def _write_back(run: _Run, state: dict, result: TuneResult) -> None:
     if written is not None:
         log.info("cache %s: %s %s (stored %.0f/s)", run.cache.uri,
                  written.action, key, written.stored_throughput)
-
-
-class _CallableModule(__import__("types").ModuleType):
-    """``intune_flow.tune`` is this module once it is imported (Python sets the package
-    attribute to the submodule); calling it calls :func:`tune`, so
-    ``intune_flow.tune(...)`` works however the module was first imported."""
-
-    def __call__(self, *args, **kwargs) -> TuneResult:
-        return tune(*args, **kwargs)
-
-
-__import__("sys").modules[__name__].__class__ = _CallableModule

@@ -45,11 +45,10 @@ def _log(message: str) -> None:
 
 def _known_methods() -> tuple[str, ...] | None:
     try:
-        from .. import tune as tune_module
+        from ..tune import METHODS
     except Exception:  # the tuner is optional at flow-build time; tune() checks again
         return None
-    methods = getattr(tune_module, "METHODS", None)
-    return tuple(methods) if methods else None
+    return tuple(METHODS) if METHODS else None
 
 
 class IntuneDecorator(StepDecorator):
