@@ -14,7 +14,7 @@ from .common import RESULTS, machine, write_json
 
 MODES = {
     # pipelines, per-method search budget, interleaved repeats, probe window, long-search budget
-    "quick": {"cases": ["cpu", "latency", "memory"], "budget_s": 12.0, "repeats": 3,
+    "quick": {"cases": ["cpu", "latency", "memory"], "budget_s": 25.0, "repeats": 3,
               "window_s": 1.5, "long_budget_s": 0.0, "nightly_budget_s": 10.0,
               "train_steps": 60, "train_repeats": 2},
     "full": {"cases": ["cpu", "latency", "memory", "torch"], "budget_s": 60.0, "repeats": 5,

@@ -12,6 +12,7 @@ from pathlib import Path
 from .common import RESULTS, md_table
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+BENCH_README = Path(__file__).resolve().parent / "README.md"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 ORDER = ("ones", "autotune", "heuristic", "hillclimb", "random", "optuna", "intune_cold",
          "intune_warm", "best_found")
@@ -101,6 +102,7 @@ def plot_real(real: dict, path: Path) -> None:
 def write_all(suffix: str = "", update_readme: bool = True) -> None:
     sections = []
     real, nightly, training = (_load(n + suffix) for n in ("real", "nightly", "training"))
+    warm = _load("warm_start") if not suffix else None
     sim_md = RESULTS / f"sim{suffix}.md"
     if real:
         plot_real(real, RESULTS / f"real{suffix}.png")
@@ -115,17 +117,92 @@ def write_all(suffix: str = "", update_readme: bool = True) -> None:
     if training:
         sections.append(f"### Training-level effect (small DLRM)\n\nReproduce: `{training['command']}`"
                         f"\n\n{training_table(training)}\n")
+    if warm:
+        sections.append(f"### Warm start through S3\n\nReproduce: `{warm['command']}`\n\n"
+                        f"{warm_sentence(warm)}\n")
     if sim_md.exists():
-        sections.append(f"### Simulated machines\n\n{sim_md.read_text().strip()}\n")
+        body = sim_md.read_text().strip()
+        body = body.split("\n", 1)[1].strip() if body.startswith("# ") else body
+        sections.append(f"### Simulated machines\n\n{body}\n")
     text = "\n".join(sections)
     (RESULTS / f"summary{suffix}.md").write_text(text + "\n")
-    if update_readme and README.exists():
-        readme = README.read_text()
+    if update_readme:
+        _replace_block(BENCH_README, text)
+        _replace_block(README, headline(real, nightly, training, suffix, warm))
+
+
+def warm_sentence(warm: dict) -> str:
+    med = warm["medians"]
+    return (f"Tuning `{warm['pipeline']}` cold (`budget_s={warm['budget_s']:g}`) and then warm, "
+            f"each night a new process, through {warm['store']}: the warm night's tuning took "
+            f"{med['tuning_ratio']['median']:.1%} of the cold night's (median of "
+            f"{med['tuning_ratio']['n']}; {med['tuning_ratio']['min']:.1%}-"
+            f"{med['tuning_ratio']['max']:.1%}; {med['warm_tuning_seconds']['median']:.1f} s vs "
+            f"{med['cold_tuning_seconds']['median']:.1f} s) and its config delivered "
+            f"{med['throughput_ratio']['median']:.1%} of the cold config's throughput "
+            f"(warm sources: {', '.join(sorted(set(med['warm_sources'])))}; "
+            f"{warm['machine']['date']}).")
+
+
+def _replace_block(path: Path, text: str) -> None:
+    if not path.exists():
+        return
+    doc = path.read_text()
+    if START in doc and END in doc:
         block = f"{START}\n{text}\n{END}"
-        if START in readme and END in readme:
-            readme = re.sub(re.escape(START) + r".*?" + re.escape(END), lambda _: block, readme,
-                            flags=re.S)
-            README.write_text(readme)
+        path.write_text(re.sub(re.escape(START) + r".*?" + re.escape(END), lambda _: block, doc,
+                               flags=re.S))
+
+
+def headline(real, nightly, training, suffix: str = "", warm=None) -> str:
+    """The README's short performance section: one row per real pipeline, plus the economics."""
+    out = []
+    if real:
+        m = real["machine"]
+        out.append(f"Measured on {m['usable_cpus']:g} usable cores ({m['cpu_model']}, {m['ram_gib']} "
+                   f"GiB), {m['date']}, with `{real['command']}`: each method's config measured "
+                   f"side by side, interleaved, median of {real['cases'][0]['repeats']} repeats. "
+                   "Full tables (min-max, RSS, RAM violations, every baseline): "
+                   "[benchmarks/README.md](benchmarks/README.md).\n")
+        rows = []
+        for case in real["cases"]:
+            ms = case["methods"]
+            def cell(name, key="ratio_to_best"):
+                r = ms.get(name)
+                return "-" if r is None or r.get(key) is None else f"{r[key]:.2f}"
+            tun = ms.get("intune_cold", {})
+            warm = ms.get("intune_warm", {})
+            rows.append([case["case"], case["kind"], cell("autotune"), cell("optuna"),
+                         cell("intune_cold"), cell("intune_warm"), cell("intune_cold", "ratio_to_autotune"),
+                         f"{tun.get('tuning_seconds', 0):.1f} / {warm.get('tuning_seconds', 0):.1f}",
+                         ms.get("autotune", {}).get("ram_violations", "-")])
+        out.append(md_table(["pipeline", "bound by", "AUTOTUNE", "Optuna", "intune cold",
+                             "intune warm", "intune / AUTOTUNE", "tuning s cold / warm",
+                             "AUTOTUNE RAM violations"], rows))
+        out.append("\nColumns AUTOTUNE .. intune warm: throughput as a share of the best config "
+                   "any method found (1.00 = the best).\n")
+        out.append(f"![real pipelines](benchmarks/results/real{suffix}.png)\n")
+    if nightly:
+        t = nightly["totals"]
+        out.append(f"**Eight nights** (night 4 on half the cores, night 6 a changed schema; "
+                   f"`{nightly['command']}`): tuning seconds in total, intune with its cache "
+                   f"{t['intune_cached']['tuning_seconds']:.0f} s vs. tuning cold every night "
+                   f"{t['intune_cold']['tuning_seconds']:.0f} s; median delivered throughput "
+                   f"{t['intune_cached']['throughput']['median']:,.0f} vs. "
+                   f"{t['intune_cold']['throughput']['median']:,.0f} vs. AUTOTUNE "
+                   f"{t['autotune']['throughput']['median']:,.0f} records/s.\n")
+    if warm:
+        out.append(f"**Warm start** (`{warm['command']}`): {warm_sentence(warm)}\n")
+    if training:
+        parts = []
+        for case, r in training["cases"].items():
+            parts.append(f"{case}: {r['autotune']['steps_per_s']['median']:.2f} -> "
+                         f"{r['intune']['steps_per_s']['median']:.2f} steps/s, input wait "
+                         f"{r['autotune']['input_wait_fraction']['median']:.0%} -> "
+                         f"{r['intune']['input_wait_fraction']['median']:.0%}")
+        out.append("**Training the small DLRM** on the AUTOTUNE config vs. the intune config: "
+                   + "; ".join(parts) + ".\n")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 RESULTS = Path(__file__).parent / "results"
-DOC = Path(__file__).resolve().parents[1] / "docs" / "readme" / "tuner.md"
+DOC = Path(__file__).resolve().parent.parent / "docs" / "tuner.md"
 CORES = (8, 16, 32, 64, 128)
 METHODS = ("intune", "autotune", "heuristic", "hillclimb", "random", "optuna", "ones")
 STEPS = 40

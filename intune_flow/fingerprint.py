@@ -4,7 +4,7 @@ It hashes what decides how a pipeline behaves under tuning and whether a cached 
 still applies: the framework, each feature's name, dtype and shape (batch dimension
 left out, as None), and the knob space (names, kinds, bounds). It does not depend on
 the config, the knob defaults, file names or contents, the data values, the batch size,
-or where or when it is computed (see docs/readme/pipelines.md).
+or where or when it is computed (see docs/pipelines.md).
 """
 
 from __future__ import annotations

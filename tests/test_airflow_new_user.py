@@ -1,4 +1,4 @@
-"""Tried as a new user would: a DAG written from docs/readme/airflow.md, our own pipeline
+"""Tried as a new user would: a DAG written from the README (docs/airflow.md), our own pipeline
 (defined here), an Airflow connection to the real S3 server, ``python dag_file.py`` run
 twice. The second run takes its config from the cache, and the connection's secret key
 shows up nowhere: not in task logs, XCom values or the cache record."""
@@ -30,7 +30,7 @@ def clicks_pipeline(knobs, n=8_000, batch_size=64, epochs=None):
     return ds.prefetch(knobs.buffer("prefetch", max=16))
 
 
-# As in docs/readme/airflow.md, with our pipeline, bucket and budget filled in.
+# As in the README (docs/airflow.md), with our pipeline, bucket and budget filled in.
 USER_DAG = '''
 import pendulum
 from airflow.sdk import dag, task
