@@ -20,7 +20,7 @@ def summary(values) -> dict:
             "n": len(values)}
 
 
-def interleaved(measure, configs: dict, repeats: int, log=print) -> dict:
+def interleaved(measure, configs: dict, repeats: int, log=print, unit: str = "rec/s") -> dict:
     """Measure each named config ``repeats`` times, interleaved (A B C A B C ...).
 
     ``measure(config) -> Measurement``; returns name -> list of Measurement dicts. Interleaving
@@ -31,7 +31,7 @@ def interleaved(measure, configs: dict, repeats: int, log=print) -> dict:
         for name, config in configs.items():
             m = measure(config)
             runs[name].append(m.to_dict())
-            log(f"  repeat {r + 1}/{repeats} {name:<14} {m.throughput:>12,.0f} rec/s  "
+            log(f"  repeat {r + 1}/{repeats} {name:<14} {m.throughput:>12,.2f} {unit}  "
                 f"rss {m.peak_rss / 2**20:,.0f} MiB  {m.status}")
     return runs
 

@@ -171,10 +171,10 @@ def headline(real, nightly, training, suffix: str = "", warm=None) -> str:
                 r = ms.get(name)
                 return "-" if r is None or r.get(key) is None else f"{r[key]:.2f}"
             tun = ms.get("intune_cold", {})
-            warm = ms.get("intune_warm", {})
+            hit = ms.get("intune_warm", {})
             rows.append([case["case"], case["kind"], cell("autotune"), cell("optuna"),
                          cell("intune_cold"), cell("intune_warm"), cell("intune_cold", "ratio_to_autotune"),
-                         f"{tun.get('tuning_seconds', 0):.1f} / {warm.get('tuning_seconds', 0):.1f}",
+                         f"{tun.get('tuning_seconds', 0):.1f} / {hit.get('tuning_seconds', 0):.1f}",
                          ms.get("autotune", {}).get("ram_violations", "-")])
         out.append(md_table(["pipeline", "bound by", "AUTOTUNE", "Optuna", "intune cold",
                              "intune warm", "intune / AUTOTUNE", "tuning s cold / warm",

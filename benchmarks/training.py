@@ -29,7 +29,7 @@ def run(picks_by_case: dict, *, steps: int, repeats: int, log=print) -> dict:
 
         log(f"[training {case}] {steps} DLRM steps per run")
         runs = interleaved(measure, {"autotune": p["autotune"], "intune": p["intune"]}, repeats,
-                           log=log)
+                           log=log, unit="steps/s")
         out[case] = {name: {"steps_per_s": summary([r["steps_per_s"] for r in rs]),
                             "input_wait_fraction": summary([r["input_wait_fraction"] for r in rs]),
                             "config": p[name]}
