@@ -86,8 +86,10 @@ class _Worker(threading.Thread):
             self.finished.set()
 
 
-def _bounded(fn, timeout_s: float):
-    """Run ``fn`` in a daemon thread: (result, exception, timed_out)."""
+def run_bounded(fn, timeout_s: float):
+    """Run ``fn`` in a daemon thread for at most ``timeout_s``: (result, exception, timed_out).
+
+    A call still running at the deadline is abandoned (a thread cannot be interrupted)."""
     box: dict = {}
 
     def target():
@@ -159,7 +161,7 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
     ram_budget = int(ram_budget) if ram_budget is not None else default_ram_budget()
     started = time.perf_counter()
     # The dry build runs the user's factory: bound it like everything else.
-    space, exc, hung = _bounded(lambda: pipeline.space, timeout_s)
+    space, exc, hung = run_bounded(lambda: pipeline.space, timeout_s)
     if hung or exc is not None:
         m = Measurement(config=dict(config or {}), peak_rss=current_rss(),
                         seconds=time.perf_counter() - started)

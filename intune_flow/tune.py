@@ -325,28 +325,17 @@ def _tune(pipe, run: _Run, state: dict, base: dict, *, budget_s, window_s, timeo
 
 
 def _bounded(fn, what: str, timeout_s: float | None = None):
-    """``fn()`` in a daemon thread, bounded by ``timeout_s`` (default DISCOVERY_TIMEOUT_S);
-    its exception re-raised."""
-    import threading
+    """``fn()`` bounded by ``timeout_s`` (default DISCOVERY_TIMEOUT_S); its exception re-raised."""
+    from .probe import run_bounded
 
-    box: dict = {}
-
-    def target():
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="intune-flow-discover", daemon=True)
-    thread.start()
     limit = DISCOVERY_TIMEOUT_S if timeout_s is None else timeout_s
-    thread.join(limit)
-    if thread.is_alive():
+    value, error, hung = run_bounded(fn, limit)
+    if hung:
         raise _Failure(f"{what} did not return within {limit:g}s; the pipeline "
                        "factory hangs (check its inputs and any blocking call in it)")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    if error is not None:
+        raise error
+    return value
 
 
 def _seconds(value, default: float) -> float:
