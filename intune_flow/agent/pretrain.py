@@ -109,14 +109,19 @@ def pretrain(steps: int, seed: int = 0, *, config: DQNConfig | None = None, eval
             if loss is not None:
                 losses.append(loss)
 
+    def record_eval() -> tuple[float, float]:
+        """Score the policy on the held-out pipelines and append a point to the curve."""
+        med, p10 = evaluate_policy(agent, sims)
+        hist.steps.append(t)
+        hist.eval_ratio.append(med)
+        hist.eval_p10.append(p10)
+        hist.episode_gain.append(float(np.mean(gains[-200:])) if gains else 0.0)
+        hist.loss.append(float(np.mean(losses[-500:])) if losses else float("nan"))
+        return med, p10
+
     while t < steps:
         if t >= next_eval:
-            med, p10 = evaluate_policy(agent, sims)
-            hist.steps.append(t)
-            hist.eval_ratio.append(med)
-            hist.eval_p10.append(p10)
-            hist.episode_gain.append(float(np.mean(gains[-200:])) if gains else 0.0)
-            hist.loss.append(float(np.mean(losses[-500:])) if losses else float("nan"))
+            med, p10 = record_eval()
             log(f"step {t:>7d}  episodes {episode:>5d}  eps {eps_now(cfg, t, steps):.2f}  "
                 f"held-out best/oracle median {med:.3f} p10 {p10:.3f}  "
                 f"mean log-gain {hist.episode_gain[-1]:.3f}  loss {hist.loss[-1]:.4f}  "
@@ -131,12 +136,7 @@ def pretrain(steps: int, seed: int = 0, *, config: DQNConfig | None = None, eval
         if walk.start.ok and walk.start.throughput > 0:
             gains.append(float(np.log(max(walk.best.throughput, 1e-9) / walk.start.throughput)))
         episode += 1
-    med, p10 = evaluate_policy(agent, sims)
-    hist.steps.append(t)
-    hist.eval_ratio.append(med)
-    hist.eval_p10.append(p10)
-    hist.episode_gain.append(float(np.mean(gains[-200:])) if gains else 0.0)
-    hist.loss.append(float(np.mean(losses[-500:])) if losses else float("nan"))
+    med, p10 = record_eval()
     log(f"step {t:>7d}  episodes {episode:>5d}  final held-out best/oracle median {med:.3f} "
         f"p10 {p10:.3f}  {time.time() - t0:.0f}s")
     return agent, hist
