@@ -53,6 +53,8 @@ def test_test_dags_import_without_errors():
     ('pipeline="examples.criteo:criteo_pipeline", method="psychic"', "unknown method 'psychic'"),
     ('pipeline="examples.criteo:criteo_pipeline", ram_budget="lots"', "not a memory size"),
     ('pipeline="examples.criteo:criteo_pipeline", cpu_budget=-1', "cpu_budget must be a positive"),
+    ('pipeline="examples.criteo:criteo_pipeline", timeout_s=0',
+     "timeout_s must be a positive number, got 0; give e.g. timeout_s=30"),
     ('pipeline="examples.criteo:criteo_pipeline", pipeline_kwargs=["f"]', "must be a dict"),
     ('pipeline="examples.criteo:criteo_pipeline", strict="yes"', "strict must be True or False"),
     ('"examples.criteo:criteo_pipeline"', "positional"),
@@ -78,6 +80,11 @@ def test_bad_arguments_are_import_errors_with_clear_messages(args, message, requ
     ({"cache": "s3://"}, CacheError),
     ({"aws_conn_id": ""}, IntuneError),
     ({"window_s": 0}, IntuneError),
+    ({"timeout_s": 0}, IntuneError),
+    ({"timeout_s": -1.5}, IntuneError),
+    ({"timeout_s": float("nan")}, IntuneError),
+    ({"timeout_s": "soon"}, IntuneError),
+    ({"timeout_s": True}, IntuneError),
 ])
 def test_operator_constructor_rejects_bad_arguments(kwargs, error):
     from intune_flow.airflow import InTuneOperator
@@ -91,9 +98,10 @@ def test_templated_arguments_are_checked_when_rendered_not_at_parse():
     from intune_flow.airflow import InTuneOperator
 
     op = InTuneOperator(task_id="t", pipeline="{{ params.pipeline }}", budget_s="{{ params.b }}",
-                        cache="{{ params.cache }}", ram_budget="{{ params.ram }}")
+                        cache="{{ params.cache }}", ram_budget="{{ params.ram }}",
+                        timeout_s="{{ params.timeout }}")
     assert set(op.template_fields) >= {"pipeline", "cache", "aws_conn_id", "budget_s",
-                                       "ram_budget", "pipeline_kwargs"}
+                                       "ram_budget", "timeout_s", "pipeline_kwargs"}
 
 
 def test_decorator_rejects_bad_arguments_and_missing_parameter():
@@ -101,6 +109,10 @@ def test_decorator_rejects_bad_arguments_and_missing_parameter():
 
     with pytest.raises(IntuneError, match="budget_s"):
         intune_task(pipeline="m:f", budget_s=0)
+    with pytest.raises(IntuneError, match="timeout_s must be a positive number"):
+        intune_task(pipeline="m:f", timeout_s=-1)
+    with pytest.raises(IntuneError, match="timeout_s must be a positive number"):
+        intune_task(pipeline="m:f", timeout_s=0)
     with pytest.raises(IntuneError, match="add a parameter `intune=None`"):
         intune_task(pipeline="m:f")(lambda data: data)
     with pytest.raises(IntuneError, match="names no argument"):
@@ -118,3 +130,66 @@ def test_decorator_hides_the_injected_parameter_from_airflow():
     wrapped = intune_task(pipeline="m:f")(train)
     assert list(inspect.signature(wrapped).parameters) == ["data", "ti"]
     assert wrapped.__name__ == "train"
+
+
+_RELEASE = __import__("threading").Event()
+
+
+def hanging_factory(knobs):
+    """Declares a knob, then blocks until the test releases it (a factory that never returns)."""
+    knobs.parallelism("work", max=4)
+    _RELEASE.wait(600)
+
+
+@pytest.fixture
+def hang():
+    _RELEASE.clear()
+    yield hanging_factory
+    _RELEASE.set()  # let the abandoned discovery threads return
+
+
+def _bounded_by_one_second(reason: str) -> None:
+    # tune()'s own bound is 60 s: "1s" says the argument's value reached tune()
+    assert "did not return within 1s" in reason, reason
+
+
+def test_operator_timeout_s_reaches_tune_and_bounds_a_hanging_factory(hang, tmp_path):
+    from intune_flow.airflow import InTuneOperator
+
+    op = InTuneOperator(task_id="t", pipeline=hang, budget_s=2, timeout_s=1,
+                        cache=str(tmp_path / "cache"))
+    payload = op.execute(context={})
+    assert payload["source"] == "fallback"
+    _bounded_by_one_second(payload["reason"])
+
+
+def test_rendered_timeout_s_template_is_checked_and_forwarded(hang, tmp_path):
+    from intune_flow.airflow.arguments import ArgumentError
+    from intune_flow.airflow.runner import run_tuning
+
+    result, _ = run_tuning(pipeline=hang, budget_s="2", timeout_s="1",  # as a template renders
+                           cache=str(tmp_path / "cache"))
+    assert result.source == "fallback"
+    _bounded_by_one_second(result.reason)
+    with pytest.raises(ArgumentError, match="timeout_s must be a positive number"):
+        run_tuning(pipeline=hang, budget_s=2, timeout_s="-1", cache=str(tmp_path / "cache"))
+
+
+def test_intune_task_forwards_timeout_s(hang, tmp_path):
+    from intune_flow.airflow import intune_task
+
+    @intune_task(pipeline=hang, budget_s=2, timeout_s=1, cache=str(tmp_path / "cache"))
+    def train(intune=None):
+        return intune.result
+
+    result = train()
+    assert result.source == "fallback"
+    _bounded_by_one_second(result.reason)
+
+
+def test_task_intune_passes_timeout_s_to_the_tuning_not_to_task():
+    from intune_flow.airflow.decorators import _TUNE_ARGS, task_intune
+
+    assert "timeout_s" in _TUNE_ARGS
+    with pytest.raises(IntuneError, match="timeout_s must be a positive number"):
+        task_intune(pipeline="m:f", timeout_s=0)

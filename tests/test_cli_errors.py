@@ -1,7 +1,14 @@
-"""Bad arguments on the command line: a clear message naming the problem, exit status 2, no traceback."""
+"""Bad arguments on the command line: a clear message naming the problem, exit status 2, no traceback.
 
+And ``--timeout-s``: a factory that never returns is abandoned after that long, and ``tune``
+still prints a (fallback) config and exits.
+"""
+
+import json
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -12,6 +19,12 @@ def tiny_pipeline(knobs):
     import tensorflow as tf
     ds = tf.data.Dataset.range(10_000).repeat()
     return ds.map(lambda x: x * 2, num_parallel_calls=knobs.parallelism("double", max=4)).batch(64)
+
+
+def hanging_factory(knobs):
+    """Declares a knob, then never returns (run only in the CLI's own process)."""
+    knobs.parallelism("work", max=4)
+    threading.Event().wait()
 
 
 def _cli(*args):
@@ -27,6 +40,10 @@ def _cli(*args):
     (["tune", TINY, "--method", "telepathy"], "telepathy"),
     (["tune", TINY, "--cache", "ftp://nowhere/x"], "ftp"),
     (["tune", TINY, "--ram-budget", "lots"], "memory size"),
+    (["tune", TINY, "--timeout-s", "0"], "--timeout-s: timeout_s must be a positive number"),
+    (["tune", TINY, "--timeout-s", "-3"], "--timeout-s: timeout_s must be a positive number"),
+    (["tune", TINY, "--timeout-s", "nan"], "e.g. --timeout-s 30"),
+    (["tune", TINY, "--timeout-s", "soon"], "got 'soon'"),
     (["probe", TINY, "--config", "nosuch=3"], "nosuch"),
     (["probe", TINY, "--config", "double=99"], "outside its bounds"),
     (["cache", "ls", "--cache", "s3://"], "bucket"),
@@ -42,3 +59,15 @@ def test_bad_arguments_fail_cleanly(args, message):
 def test_unknown_option_is_rejected_by_argparse():
     proc = _cli("tune", TINY, "--budget", "5", "--frobnicate")
     assert proc.returncode == 2 and "unrecognized arguments: --frobnicate" in proc.stderr
+
+
+def test_timeout_s_bounds_a_hanging_factory_and_tune_falls_back(tmp_path):
+    started = time.monotonic()
+    proc = _cli("tune", "tests.test_cli_errors:hanging_factory", "--timeout-s", "1",
+                "--budget-s", "2", "--cache", str(tmp_path / "cache"), "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    assert result["source"] == "fallback"
+    # tune()'s own bound is 60 s: "1s" says --timeout-s reached tune()
+    assert "did not return within 1s" in result["reason"], result["reason"]
+    assert time.monotonic() - started < 60

@@ -15,9 +15,12 @@ REF = "examples.dlrm:train"  # any importable module:attr; find_spec does not ru
 
 def test_strings_from_the_command_line_are_coerced():
     s = coerce({"pipeline": REF, "budget_s": "30", "strict": "true", "cpu_budget": "2",
-                "ram_budget": "512MiB", "window_s": "0.5", "pipeline_kwargs": '{"batch_size": 64}'})
+                "ram_budget": "512MiB", "window_s": "0.5", "timeout_s": "5",
+                "pipeline_kwargs": '{"batch_size": 64}'})
     assert s.budget_s == 30.0 and s.strict is True and s.cpu_budget == 2.0
-    assert s.ram_budget == 512 * 2**20 and s.window_s == 0.5
+    assert s.ram_budget == 512 * 2**20 and s.window_s == 0.5 and s.timeout_s == 5.0
+    assert coerce({"pipeline": REF}).timeout_s is None
+    assert coerce({"pipeline": REF, "timeout_s": "none"}).timeout_s is None
     assert s.pipeline_kwargs == {"batch_size": 64} and s.method == "intune"
     assert coerce({"pipeline": REF, "strict": "False"}).strict is False
 
@@ -31,6 +34,10 @@ def test_strings_from_the_command_line_are_coerced():
     ({"pipeline": REF, "budget_s": 0}, "budget_s=0 must be greater than zero"),
     ({"pipeline": REF, "budget_s": "soon"}, "not a number"),
     ({"pipeline": REF, "cpu_budget": 0}, "greater than zero"),
+    ({"pipeline": REF, "timeout_s": 0}, "timeout_s=0 must be greater than zero"),
+    ({"pipeline": REF, "timeout_s": -3}, "timeout_s=-3 must be greater than zero"),
+    ({"pipeline": REF, "timeout_s": "later"}, "not a number; give seconds, e.g. timeout_s=30"),
+    ({"pipeline": REF, "timeout_s": float("inf")}, "timeout_s=inf must be finite"),
     ({"pipeline": REF, "ram_budget": "lots"}, "not a memory size"),
     ({"pipeline": REF, "strict": "maybe"}, "not a boolean"),
     ({"pipeline": REF, "pipeline_kwargs": "{not json"}, "not JSON"),
@@ -150,3 +157,31 @@ def test_a_session_whose_tuning_crashed_runs_on_the_factory_defaults():
     record = session.to_dict()
     json.dumps(record)
     assert record["source"] == "fallback" and record["config"] == session.config
+
+
+_RELEASE = __import__("threading").Event()
+
+
+def hanging_factory(knobs):
+    """Declares a knob, then blocks until the test releases it (a factory that never returns)."""
+    knobs.parallelism("work", max=4)
+    _RELEASE.wait(600)
+
+
+def test_timeout_s_reaches_tune_and_bounds_a_hanging_factory(tmp_path):
+    from intune_flow.metaflow.decorator import IntuneDecorator
+
+    deco = IntuneDecorator(attributes={"pipeline": hanging_factory, "timeout_s": "1",
+                                       "budget_s": 2})
+    deco.step_name, deco._methods = "train", None
+    deco.settings = deco._coerce(deco.attributes)
+    assert deco.settings.timeout_s == 1.0
+    _RELEASE.clear()
+    try:
+        result, crash = deco._tune(None, None, str(tmp_path / "cache"))
+    finally:
+        _RELEASE.set()
+    assert crash is None and result.source == "fallback"
+    # tune()'s own bound is 60 s: this says 1 s, so the attribute's value was used
+    assert "did not return within 1s" in result.reason
+    assert result.tuning_seconds < 30

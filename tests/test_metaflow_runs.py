@@ -96,6 +96,7 @@ def card_summary(components: list[dict]) -> dict:
     ("intune:pipeline=no_such_module_xyz:f", "no module named 'no_such_module_xyz'"),
     ("intune:pipeline=tiny_pipelines.tiny_pipeline", "malformed"),
     ("intune:pipeline=tiny_pipelines:tiny_pipeline,budget_s=-5", "budget_s=-5 must be greater than zero"),
+    ("intune:pipeline=tiny_pipelines:tiny_pipeline,timeout_s=0", "timeout_s=0 must be greater than zero"),
     ("intune:pipeline=tiny_pipelines:tiny_pipeline,method=magic", "method='magic' is not one of"),
     ("intune:pipeline=tiny_pipelines:tiny_pipeline,budgett=5", "does not support the attribute 'budgett'"),
 ])

@@ -35,6 +35,9 @@ def is_deferred(value: Any) -> bool:
     return isinstance(value, ResolveMixin)
 
 
+_EXAMPLES = {"cpu_budget": 2, "timeout_s": 30}
+
+
 def _positive(name: str, value: Any, *, optional: bool) -> float | None:
     if value is None and optional:
         return None
@@ -48,7 +51,7 @@ def _positive(name: str, value: Any, *, optional: bool) -> float | None:
         raise ArgumentError(f"{name} must be a positive number, got {value!r}")
     if not math.isfinite(value) or value <= 0:
         raise ArgumentError(f"{name} must be a positive number, got {value!r}; "
-                            f"give e.g. {name}={2 if name == 'cpu_budget' else 60}")
+                            f"give e.g. {name}={_EXAMPLES.get(name, 60)}")
     return float(value)
 
 
@@ -112,7 +115,7 @@ def check_pipeline_kwargs(pipeline_kwargs: Any, *, allow_name: bool = False) -> 
 
 
 def check_all(*, pipeline, budget_s, cache, aws_conn_id, cpu_budget, ram_budget, strict, method,
-              window_s, pipeline_kwargs, allow_kwargs_name: bool = False) -> None:
+              window_s, timeout_s, pipeline_kwargs, allow_kwargs_name: bool = False) -> None:
     """Every check above, in argument order: raise the first problem found."""
     check_pipeline(pipeline)
     if not is_deferred(budget_s):
@@ -129,6 +132,8 @@ def check_all(*, pipeline, budget_s, cache, aws_conn_id, cpu_budget, ram_budget,
     check_method(method)
     if not is_deferred(window_s):
         _positive("window_s", window_s, optional=True)
+    if not is_deferred(timeout_s):
+        _positive("timeout_s", timeout_s, optional=True)
     check_pipeline_kwargs(pipeline_kwargs, allow_name=allow_kwargs_name)
 
 

@@ -27,7 +27,7 @@ from .runner import result_payload, run_tuning
 log = logging.getLogger("intune_flow.airflow")
 
 _TUNE_ARGS = ("pipeline", "budget_s", "cache", "aws_conn_id", "cpu_budget", "ram_budget",
-              "strict", "method", "window_s", "pipeline_kwargs")
+              "strict", "method", "window_s", "timeout_s", "pipeline_kwargs")
 
 
 @dataclass
@@ -57,7 +57,8 @@ class IntuneContext:
 
 def intune_task(python_callable: Callable | None = None, *, pipeline, budget_s=60.0, cache=None,
                 aws_conn_id=None, cpu_budget=None, ram_budget=None, strict=False,
-                method="intune", window_s=None, pipeline_kwargs=None, inject_as="intune"):
+                method="intune", window_s=None, timeout_s=None, pipeline_kwargs=None,
+                inject_as="intune"):
     """Decorate a TaskFlow function so it tunes first and receives ``intune=IntuneContext``.
 
     ``pipeline_kwargs`` is a dict for the factory, or the name of one of the function's
@@ -67,13 +68,13 @@ def intune_task(python_callable: Callable | None = None, *, pipeline, budget_s=6
     """
     arguments.check_all(pipeline=pipeline, budget_s=budget_s, cache=cache,
                         aws_conn_id=aws_conn_id, cpu_budget=cpu_budget, ram_budget=ram_budget,
-                        strict=strict, method=method, window_s=window_s,
+                        strict=strict, method=method, window_s=window_s, timeout_s=timeout_s,
                         pipeline_kwargs=pipeline_kwargs, allow_kwargs_name=True)
     if not isinstance(inject_as, str) or not inject_as.isidentifier():
         raise arguments.ArgumentError(f"inject_as must be an argument name, got {inject_as!r}")
     options = dict(pipeline=pipeline, budget_s=budget_s, cache=cache, aws_conn_id=aws_conn_id,
                    cpu_budget=cpu_budget, ram_budget=ram_budget, strict=strict, method=method,
-                   window_s=window_s)
+                   window_s=window_s, timeout_s=timeout_s)
 
     def decorate(fn):
         from airflow.sdk.bases.decorator import is_decorated_task

@@ -25,6 +25,8 @@ class InTuneOperator(BaseOperator):
     :param strict: raise when tuning fails instead of falling back to the cached or default config.
     :param method: ``"intune"`` (the RL policy) or a baseline name. Templated.
     :param window_s: seconds per measurement window (default: tune() chooses). Templated.
+    :param timeout_s: seconds a probe may see no element, or the factory's first build may
+        take, before it is abandoned (default: tune()'s, 30 s and 60 s). Templated.
     :param pipeline_kwargs: keyword arguments for the factory (e.g. ``{"files": [...]}``, or an
         upstream task's output). Templated.
 
@@ -34,19 +36,21 @@ class InTuneOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("pipeline", "cache", "aws_conn_id", "budget_s",
                                       "cpu_budget", "ram_budget", "method", "window_s",
-                                      "pipeline_kwargs")
+                                      "timeout_s", "pipeline_kwargs")
     ui_color = "#e8f4e8"
 
     def __init__(self, *, task_id: str, pipeline: str | Callable, budget_s: float | str = 60.0,
                  cache: str | None = None, aws_conn_id: str | None = None,
                  cpu_budget: float | None = None, ram_budget: int | str | None = None,
                  strict: bool = False, method: str = "intune", window_s: float | None = None,
+                 timeout_s: float | None = None,
                  pipeline_kwargs: Mapping[str, Any] | None = None, **kwargs) -> None:
         super().__init__(task_id=task_id, **kwargs)
         arguments.check_all(pipeline=pipeline, budget_s=budget_s, cache=cache,
                             aws_conn_id=aws_conn_id, cpu_budget=cpu_budget,
                             ram_budget=ram_budget, strict=strict, method=method,
-                            window_s=window_s, pipeline_kwargs=pipeline_kwargs)
+                            window_s=window_s, timeout_s=timeout_s,
+                            pipeline_kwargs=pipeline_kwargs)
         # Airflow 3 calls a callable found in a template field as a template: keep a factory
         # aside and show its name in the field.
         self._factory = pipeline if callable(pipeline) else None
@@ -60,6 +64,7 @@ class InTuneOperator(BaseOperator):
         self.strict = strict
         self.method = method
         self.window_s = window_s
+        self.timeout_s = timeout_s
         self.pipeline_kwargs = pipeline_kwargs
 
     def execute(self, context) -> dict:
@@ -67,5 +72,6 @@ class InTuneOperator(BaseOperator):
             pipeline=self._factory or self.pipeline, budget_s=self.budget_s, cache=self.cache,
             aws_conn_id=self.aws_conn_id, cpu_budget=self.cpu_budget,
             ram_budget=self.ram_budget, strict=self.strict, method=self.method,
-            window_s=self.window_s, pipeline_kwargs=self.pipeline_kwargs, logger=self.log)
+            window_s=self.window_s, timeout_s=self.timeout_s,
+            pipeline_kwargs=self.pipeline_kwargs, logger=self.log)
         return result_payload(result, secrets)

@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 
 
 def run_tuning(*, pipeline, budget_s, cache=None, aws_conn_id=None, cpu_budget=None,
-               ram_budget=None, strict=False, method="intune", window_s=None,
+               ram_budget=None, strict=False, method="intune", window_s=None, timeout_s=None,
                pipeline_kwargs: Mapping[str, Any] | None = None, logger=None):
     """Tune and return ``(TuneResult, secrets)``; ``secrets`` must be kept out of anything stored.
 
@@ -27,12 +27,12 @@ def run_tuning(*, pipeline, budget_s, cache=None, aws_conn_id=None, cpu_budget=N
 
     logger = logger or log
     # Templates rendered without render_template_as_native_obj turn None into "None".
-    cache, aws_conn_id, cpu_budget, ram_budget, window_s = (
+    cache, aws_conn_id, cpu_budget, ram_budget, window_s, timeout_s = (
         None if isinstance(v, str) and v.strip() in ("", "None") else v
-        for v in (cache, aws_conn_id, cpu_budget, ram_budget, window_s))
+        for v in (cache, aws_conn_id, cpu_budget, ram_budget, window_s, timeout_s))
     arguments.check_all(pipeline=pipeline, budget_s=budget_s, cache=cache,
                         aws_conn_id=aws_conn_id, cpu_budget=cpu_budget, ram_budget=ram_budget,
-                        strict=strict, method=method, window_s=window_s,
+                        strict=strict, method=method, window_s=window_s, timeout_s=timeout_s,
                         pipeline_kwargs=pipeline_kwargs)
     secrets: list[str] = []
     s3_client = None
@@ -45,7 +45,8 @@ def run_tuning(*, pipeline, budget_s, cache=None, aws_conn_id=None, cpu_budget=N
                       cpu_budget=arguments.number("cpu_budget", cpu_budget),
                       ram_budget=arguments.ram(ram_budget), cache=cache, method=method,
                       strict=strict, pipeline_kwargs=dict(pipeline_kwargs or {}),
-                      window_s=arguments.number("window_s", window_s), s3_client=s3_client)
+                      window_s=arguments.number("window_s", window_s),
+                      timeout_s=arguments.number("timeout_s", timeout_s), s3_client=s3_client)
     except IntuneError:
         raise  # a user error (bad argument, unloadable pipeline) or strict mode: say so
     except Exception as exc:  # noqa: BLE001 - a crash inside tune() must not stop training

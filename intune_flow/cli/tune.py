@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 
 
 def register(sub):
@@ -18,12 +20,27 @@ def register(sub):
     p.add_argument("--cpu-budget", type=float, default=None, help="cores (default: usable cores)")
     p.add_argument("--ram-budget", default=None, help='e.g. "4GiB" (default: half of free RAM)')
     p.add_argument("--window-s", type=float, default=None, help="measurement window per probe")
+    p.add_argument("--timeout-s", type=_seconds, default=None, metavar="SECONDS",
+                   help="abandon a probe that sees no element, or the factory's first build, "
+                        "after this long (default: 30 s per probe, 60 s for the first build)")
     p.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
                    help="keyword argument for the factory (value parsed as JSON if it can be)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--strict", action="store_true", help="fail instead of falling back")
     p.add_argument("--json", action="store_true", help="print the TuneResult as JSON")
     p.set_defaults(func=_run)
+
+
+def _seconds(text: str) -> float:
+    """``--timeout-s``: a positive, finite number of seconds (argparse reports anything else)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"timeout_s must be a positive number of seconds, got {text!r}; e.g. --timeout-s 30")
+    return value
 
 
 def _run(args) -> int:
@@ -33,7 +50,7 @@ def _run(args) -> int:
     result = tune(args.pipeline, budget_s=args.budget_s, cpu_budget=args.cpu_budget,
                   ram_budget=args.ram_budget, cache=args.cache, method=args.method,
                   strict=args.strict, pipeline_kwargs=_kwargs(args.arg), window_s=args.window_s,
-                  progress=False if args.json else None, seed=args.seed)
+                  timeout_s=args.timeout_s, progress=False if args.json else None, seed=args.seed)
     if args.json:
         print(json.dumps(result.to_dict(), indent=1))
         return 0

@@ -31,6 +31,7 @@ DEFAULTS: dict[str, Any] = {
     "strict": False,
     "method": "intune",
     "window_s": None,
+    "timeout_s": None,
     "pipeline_kwargs": None,
 }
 
@@ -55,6 +56,7 @@ class Settings:
     strict: bool = False
     method: str = "intune"
     window_s: float | None = None
+    timeout_s: float | None = None
     pipeline_kwargs: dict = field(default_factory=dict)
 
     @property
@@ -215,6 +217,8 @@ def coerce(attributes: Mapping[str, Any], *, known_methods: tuple[str, ...] | No
             raise IntuneAttributeError(f"@intune ram_budget: {exc}") from None
     if not _blank(attrs["window_s"]):
         settings.window_s = _number("window_s", attrs["window_s"], allow_zero=False)
+    if not _blank(attrs["timeout_s"]):
+        settings.timeout_s = _number("timeout_s", attrs["timeout_s"], allow_zero=False)
     method = attrs["method"]
     if _blank(method):
         method = DEFAULTS["method"]

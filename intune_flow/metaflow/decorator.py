@@ -57,7 +57,9 @@ class IntuneDecorator(StepDecorator):
     Attributes: ``pipeline`` ("module:factory", required), ``budget_s`` (60), ``cache``
     (URI/path; default: ``$INTUNE_FLOW_CACHE``, else under the S3 datastore root, else the
     local default), ``cpu_budget``/``ram_budget`` (default: the step's ``@resources``),
-    ``strict`` (False), ``method`` ("intune"), ``window_s``, ``pipeline_kwargs`` (dict).
+    ``strict`` (False), ``method`` ("intune"), ``window_s``, ``timeout_s`` (seconds a probe
+    or the factory's first build may hang before it is abandoned; default: tune()'s),
+    ``pipeline_kwargs`` (dict).
     """
 
     name = "intune"
@@ -185,7 +187,8 @@ class IntuneDecorator(StepDecorator):
             result = tune(s.pipeline, budget_s=s.budget_s, cpu_budget=cpu, ram_budget=ram,
                           cache=cache, method=s.method, strict=s.strict,
                           pipeline_kwargs=s.pipeline_kwargs or None, window_s=s.window_s,
-                          s3_client=datastore_s3_client(cache), progress=_progress)
+                          timeout_s=s.timeout_s, s3_client=datastore_s3_client(cache),
+                          progress=_progress)
         except TuningError:
             raise  # strict=True and tuning failed: fail the step, as asked
         except IntuneError as exc:
@@ -231,7 +234,8 @@ def intune(*args, **kwargs):
     """Step decorator: tune the input pipeline of this step before it runs.
 
     ``@intune(pipeline="package.module:factory", budget_s=60, cache=None, cpu_budget=None,
-    ram_budget=None, strict=False, method="intune", window_s=None, pipeline_kwargs=None)``
+    ram_budget=None, strict=False, method="intune", window_s=None, timeout_s=None,
+    pipeline_kwargs=None)``
     above ``@step``; inside the step ``current.intune.dataset()`` is the tuned dataset.
     """
     return _base_step_decorator(IntuneDecorator, *args, **kwargs)
