@@ -8,6 +8,8 @@ Pipelines come from the simulator's "eval" seed stream, which pretraining never
 uses. Each search method gets the same budget of 40 measurements after the start
 config; the figure of merit is the noise-free throughput of the config it returns
 divided by the oracle's (the exact best under the CPU and RAM budgets).
+The ``intune_nosignals`` row runs the same agent on probes without per-stage
+utilization signals, as real tf.data/torchdata probes are today.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ import numpy as np
 RESULTS = Path(__file__).parent / "results"
 DOC = Path(__file__).resolve().parent.parent / "docs" / "tuner.md"
 CORES = (8, 16, 32, 64, 128)
-METHODS = ("intune", "autotune", "heuristic", "hillclimb", "random", "optuna", "ones")
+METHODS = ("intune", "intune_nosignals", "autotune", "heuristic", "hillclimb", "random", "optuna", "ones")
 STEPS = 40
+NO_SIGNALS = "_nosignals"
+"""Suffix of a row whose probes report no per-stage signals, as on real pipelines today."""
 
 
 def run(pipelines: int, cores_list=CORES, methods=METHODS, steps: int = STEPS, seed: int = 0,
@@ -48,9 +52,9 @@ def run(pipelines: int, cores_list=CORES, methods=METHODS, steps: int = STEPS, s
             _, best = oracle(probe)
             start_x = probe.true_throughput(probe.space.defaults())
             for method in methods:
-                env = SimEnv(pipe, seed=seed * 1000 + i)
+                env = SimEnv(pipe, seed=seed * 1000 + i, signals=not method.endswith(NO_SIGNALS))
                 t = time.time()
-                out = run_search(env, method, budget_s=1e12, max_steps=steps, seed=seed + i,
+                out = run_search(env, method.removesuffix(NO_SIGNALS), budget_s=1e12, max_steps=steps, seed=seed + i,
                                  progress=False, policy_state=policy, learn=True)
                 x = env.true_throughput(out.best.config)
                 reached = steps_to(out.history, env, 0.95 * best) if best > 0 else 0

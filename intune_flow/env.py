@@ -22,4 +22,7 @@ class TuningEnv(Protocol):
 
     def measure(self, config: Mapping[str, int]) -> Measurement: ...
 
+    # Optional: ``native_autotune = True`` says measuring ``space.autotune()`` runs the
+    # framework's own tuner (tf.data AUTOTUNE); intune then measures it once as a reference.
+
     def clock(self) -> float: ...

@@ -44,6 +44,11 @@ class PipelineEnv:
         return self._cpu_budget if self._cpu_budget is not None else usable_cpus()
 
     @property
+    def native_autotune(self) -> bool:
+        """True for tf.data: AUTOTUNE values hand the knobs to tf.data's own tuner."""
+        return self.pipeline.framework == "tf.data"
+
+    @property
     def space(self) -> KnobSpace:
         return self.pipeline.space
 

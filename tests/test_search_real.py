@@ -44,3 +44,22 @@ def test_continuous_mode_reallocates_when_affinity_shrinks():
     par = [k.name for k in env.space if k.kind in ("parallelism", "threads")]
     assert any(all(m.config[n] <= max(1, out.history[cut - 2].config[n]) for n in par)
                and m.config != out.history[cut - 2].config for m in after)
+
+
+def test_intune_on_a_real_latency_bound_pipeline_scales_out_and_measures_autotune():
+    """No per-stage signals on a real probe: the walk scales every stage first, and
+    tf.data's own AUTOTUNE is measured once as a floor for the result."""
+    from intune_flow.agent.walk import SCALE_FACTOR, scaled
+    from intune_flow.knobs import AUTOTUNE
+    from intune_flow.real_env import PipelineEnv
+
+    env = PipelineEnv("tests.test_probe:sleepy", cpu_budget=2, ram_budget="64GiB",
+                      window_s=0.5, warmup_s=0.1)
+    assert env.native_autotune
+    out = run_search(env, "intune", start=env.space.ones(), budget_s=15.0, seed=0,
+                     progress=False)
+    assert out.history[0].stage_signals == {}
+    assert out.history[1].config == scaled(env.space, env.space.ones(), SCALE_FACTOR)
+    assert sum(set(m.config.values()) == {AUTOTUNE} for m in out.history) >= 1
+    # Blocking 5 ms calls: four times the calls deliver far more than one.
+    assert out.best.throughput >= 2.5 * out.start.throughput

@@ -44,7 +44,7 @@ def run_episode(agent: DQNAgent, env: SimEnv, start: dict, *, explore: bool, eps
     decisions = 0
     if not walk.current.ok:
         walk.recover(env.measure, max_steps)
-    walk.rebalance(env.measure)
+    walk.smart_start(env.measure)
     while walk.steps < max_steps and decisions < 3 * max_steps:
         walk.set_budget_left(1 - walk.steps / max_steps)
         obs, mask = walk.observe()

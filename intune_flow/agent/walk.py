@@ -55,6 +55,35 @@ def rebalanced(space: KnobSpace, m: Measurement) -> dict | None:
     return cfg if cfg != m.config else None
 
 
+SCALE_FACTOR = 4
+SCALE_ROUNDS = 4
+
+
+def scaled(space: KnobSpace, config: dict, factor: float) -> dict | None:
+    """Every parallelism and thread-pool knob multiplied by ``factor``, snapped to its grid.
+
+    The signal-free counterpart of :func:`rebalanced`: when the probe cannot say
+    which stage waits, moving all of them together finds the right order of
+    magnitude (an I/O-latency-bound read wants 50 calls, not 2) in a few
+    measurements; the single-knob walk then trims what is not needed.
+    None when no knob moves.
+    """
+    cfg = dict(config)
+    for k in space:
+        if k.kind not in ("parallelism", "threads"):
+            continue
+        v = config[k.name]
+        want = v * factor
+        grid = k.grid()
+        if factor > 1:
+            cfg[k.name] = max((g for g in grid if g <= want), default=k.min)
+            cfg[k.name] = max(cfg[k.name], v)
+        else:
+            cfg[k.name] = min((g for g in grid if g >= want), default=k.max)
+            cfg[k.name] = min(cfg[k.name], v)
+    return cfg if cfg != config else None
+
+
 def config_key(config: dict) -> tuple:
     return tuple(sorted(config.items()))
 
@@ -176,16 +205,57 @@ class Walk:
             self.since_improvement = 0
         return m
 
-    def rebalance(self, measure, rounds: int = REBALANCE_ROUNDS) -> None:
-        """Smart start: a few signal-driven re-allocations before the single-knob walk."""
+    def rebalance(self, measure, rounds: int = REBALANCE_ROUNDS) -> bool:
+        """Smart start: a few signal-driven re-allocations before the single-knob walk.
+
+        Returns whether the probe had per-stage signals to act on.
+        """
+        if not self.best.ok or not self.best.stage_signals:
+            return False
         for _ in range(rounds):
             cfg = rebalanced(self.space, self.best) if self.best.ok else None
             if cfg is None:
-                return
+                break
             before = self.best
             m = self.jump(cfg, measure)
             if m is None or self.best is before:
+                break
+        return True
+
+    def smart_start(self, measure) -> None:
+        """Whole-allocation jumps before the single-knob walk: by signals, else by scaling."""
+        if not self.rebalance(measure):
+            self.scale_out(measure)
+
+    def scale_out(self, measure, factor: float = SCALE_FACTOR,
+                  rounds: int = SCALE_ROUNDS) -> None:
+        """Smart start without per-stage signals: scale every stage together while it pays.
+
+        Parallelism and pool sizes go up by ``factor`` per round; when a round does
+        not improve, one half-size step (``sqrt(factor)``) is tried from the best.
+        If the very first rounds fail (the start is already over-provisioned), the
+        stages are scaled down instead. Each jump is one measurement; an OOM is
+        abandoned like any other.
+        """
+        if not self.best.ok:
+            return
+        half = math.sqrt(factor)
+        for i in range(rounds):
+            cfg = scaled(self.space, self.best.config, factor)
+            if cfg is None:
                 return
+            before = self.best
+            self.jump(cfg, measure)
+            if self.best is not before:
+                continue
+            cfg = scaled(self.space, self.best.config, half)
+            if cfg is not None:
+                self.jump(cfg, measure)
+            if i == 0 and self.best is before:
+                cfg = scaled(self.space, self.best.config, 1 / half)
+                if cfg is not None:
+                    self.jump(cfg, measure)
+            return
 
     def recover(self, measure, max_steps: int) -> None:
         """Memory guard for a start that fails (OOM): halve every knob until a config runs.

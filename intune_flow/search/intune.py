@@ -6,7 +6,7 @@ from ..agent.walk import Walk
 from .tracker import BudgetSpent, Tracker
 
 PATIENCE = 20           # measurements without improvement before the walk counts as converged
-CONFIRM = 3             # best candidates re-measured once at convergence (noisy winners)
+CONFIRM = 3             # best candidates re-measured once at the end (noisy winners)
 STOP_AFTER = 10         # the agent's stop action counts only after this many without improvement
 FINETUNE = dict(lr=1e-4, batch_size=16, buffer_size=4096, eps_start=0.0, eps_end=0.0)
 """DQN settings for online fine-tuning: gentle, small batches, no exploration."""
@@ -47,20 +47,23 @@ def _intune(tr: Tracker, env, *, policy_state, seed, continuous, learn) -> dict:
     try:
         if not walk.current.ok:
             walk.recover(tr.measure, max_steps=10**9)
-        walk.rebalance(tr.measure)
+        walk.smart_start(tr.measure)
+        _measure_native_autotune(tr, env)
         while True:
             if env.cpu_budget != cores:
                 cores = _reallocate(tr, env, walk, cores)
             walk.set_budget_left(tr.fraction_left())
             obs, mask = walk.observe(allow_stop=walk.since_improvement >= STOP_AFTER)
+            # Keep the last few measurements for a second look at the best candidates.
+            ending = not continuous and tr.measurements_left() <= CONFIRM + 0.5
             converged = not mask[:-1].any() or walk.since_improvement >= PATIENCE
-            if not converged:
+            if not converged and not ending:
                 a = agent.act(obs, mask)
                 if a == len(mask) - 1:
                     converged = True
-            if converged:
+            if converged or ending:
                 if not continuous:
-                    tr.stopped = "converged"
+                    tr.stopped = "converged" if converged else "budget"
                     _confirm(tr, walk)
                     break
                 # Keep watching: re-measure the best config so a machine change is noticed.
@@ -79,6 +82,16 @@ def _intune(tr: Tracker, env, *, policy_state, seed, continuous, learn) -> dict:
         pass
     tr.final_cores = cores
     return agent.state() if learn else policy_state
+
+
+def _measure_native_autotune(tr: Tracker, env) -> None:
+    """Measure the framework's own tuner once, so the result is never a config it beats.
+
+    A short window can understate AUTOTUNE (it ramps up while running), so this is a
+    floor, not a comparison; the walk does not start from it (its knobs have no value).
+    """
+    if getattr(env, "native_autotune", False):
+        tr.measure(env.space.autotune())
 
 
 def _reallocate(tr: Tracker, env, walk: Walk, old_cores: float) -> float:

@@ -63,6 +63,16 @@ class Tracker:
             return False
         return True
 
+    def measurements_left(self) -> float:
+        """How many more measurements fit, at the mean cost so far (inf when unknown)."""
+        left = float("inf")
+        if self.max_steps is not None:
+            left = float(self.max_steps - self.steps)
+        cost = self.mean_cost()
+        if cost > 0:
+            left = min(left, (self.budget_s - self.elapsed()) / cost)
+        return max(0.0, left)
+
     def fraction_left(self) -> float:
         parts = [1 - self.elapsed() / self.budget_s if self.budget_s > 0 else 0.0]
         if self.max_steps:

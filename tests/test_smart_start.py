@@ -1,0 +1,89 @@
+"""What intune does without per-stage signals (as on real probes): scale out, keep a floor, confirm."""
+
+import pytest
+
+from intune_flow.agent.walk import SCALE_FACTOR, scaled
+from intune_flow.knobs import AUTOTUNE, Knob, KnobSpace
+from intune_flow.search import run_search
+from intune_flow.sim import SimEnv, oracle, sample_pipeline
+
+SPACE = KnobSpace((Knob("read", "parallelism", 1, 64, 1), Knob("map", "parallelism", 1, 64, 1),
+                   Knob("prefetch", "buffer", 1, 64, 1), Knob("pool", "threads", 1, 24, 1)))
+
+
+def test_scaled_moves_every_stage_together_and_leaves_buffers():
+    ones = SPACE.ones()
+    up = scaled(SPACE, ones, 4)
+    assert up == {"read": 4, "map": 4, "prefetch": 1, "pool": 4}
+    assert scaled(SPACE, up, 4) == {"read": 16, "map": 16, "prefetch": 1, "pool": 16}
+    # Snapped to the grid, clamped to each knob's max; a knob already there stays.
+    assert scaled(SPACE, {"read": 16, "map": 3, "prefetch": 8, "pool": 16}, 4) == \
+        {"read": 64, "map": 12, "prefetch": 8, "pool": 24}
+    assert scaled(SPACE, {"read": 64, "map": 64, "prefetch": 1, "pool": 24}, 4) is None
+    assert scaled(SPACE, {"read": 16, "map": 1, "prefetch": 4, "pool": 8}, 0.5) == \
+        {"read": 8, "map": 1, "prefetch": 4, "pool": 4}
+    assert scaled(SPACE, ones, 0.5) is None
+
+
+def _starved_pipeline(cores=32):
+    """A held-out-style sim pipeline where all knobs at 1 deliver under a quarter of the oracle."""
+    for i in range(100):
+        env = SimEnv(sample_pipeline("test", i, cores=cores), seed=i, signals=False)
+        best = oracle(SimEnv(env.pipeline, seed=0))[1]
+        if env.true_throughput(env.space.ones()) < 0.25 * best:
+            return env, best
+    raise AssertionError("no starved pipeline in the test stream")
+
+
+def test_without_signals_the_walk_first_scales_every_stage():
+    env, best = _starved_pipeline()
+    out = run_search(env, "intune", start=env.space.ones(), budget_s=1e9, max_steps=30, seed=0,
+                     progress=False)
+    first = out.history[1].config
+    assert first == scaled(env.space, env.space.ones(), SCALE_FACTOR)
+    assert all(m.stage_signals == {} for m in out.history)
+    assert env.true_throughput(out.best.config) >= 0.8 * best
+
+
+def test_the_last_measurements_confirm_the_best_candidates():
+    env, _ = _starved_pipeline()
+    out = run_search(env, "intune", start=env.space.ones(), budget_s=1e9, max_steps=10, seed=0,
+                     progress=False)
+    assert out.stopped == "budget" and out.steps <= 10
+    keys = [tuple(sorted(m.config.items())) for m in out.history]
+    # The walk stopped early enough to measure some earlier configs a second time.
+    assert len(set(keys[-3:]) & set(keys[:-3])) >= 2
+
+
+class NativeAutotuneEnv:
+    """A simulator whose all-AUTOTUNE config stands for a framework tuner ``boost`` times as fast."""
+
+    native_autotune = True
+
+    def __init__(self, env, boost):
+        self.env, self.boost = env, boost
+        self.space, self.cpu_budget, self.ram_budget = env.space, env.cpu_budget, env.ram_budget
+
+    def clock(self):
+        return self.env.clock()
+
+    def measure(self, config):
+        m = self.env.measure(config)
+        if all(v == AUTOTUNE for v in config.values()):
+            m.config, m.throughput = dict(config), m.throughput * self.boost
+        return m
+
+
+@pytest.mark.parametrize("boost", [0.5, 100.0])
+def test_native_autotune_is_measured_once_and_kept_only_when_it_wins(boost):
+    env = NativeAutotuneEnv(SimEnv(sample_pipeline("test", 3, cores=16), seed=3), boost)
+    out = run_search(env, "intune", budget_s=1e9, max_steps=20, seed=0, progress=False)
+    auto = [m for m in out.history if set(m.config.values()) == {AUTOTUNE}]
+    assert len(auto) == 1 or (boost > 1 and len(auto) >= 1)   # a winner may be confirmed again
+    assert (out.best.config == env.space.autotune()) == (boost > 1)
+
+
+def test_simulator_env_has_no_native_autotune():
+    env = SimEnv(sample_pipeline("test", 3, cores=16), seed=3)
+    out = run_search(env, "intune", budget_s=1e9, max_steps=10, seed=0, progress=False)
+    assert not any(AUTOTUNE in m.config.values() for m in out.history)
