@@ -1,0 +1,39 @@
+"""The benchmark harness itself: a tiny real pipeline through every method, then the report."""
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def test_real_case_measures_every_method_side_by_side_and_renders():
+    from benchmarks.real_pipelines import Case, run_case
+    from benchmarks.report import headline, real_table
+
+    case = Case("sleepy", "tests.test_probe:sleepy", "blocking 5 ms calls", {"delay_ms": 5.0},
+                ram_headroom_mib=512)
+    logged = []
+    out = run_case(case, budget_s=6.0, repeats=2, window_s=0.3, long_budget_s=0.0,
+                   log=logged.append)
+    rows = out["methods"]
+    assert {"ones", "autotune", "heuristic", "hillclimb", "random", "optuna", "intune_cold",
+            "intune_warm", "best_found"} <= set(rows)
+    for name, r in rows.items():
+        assert r["throughput"]["n"] == 2 and r["statuses"] == ["ok", "ok"], name
+        assert r["ram_violations"] == 0 and r["crashes"] == 0, name
+    assert rows["intune_warm"]["source"] in ("cache", "refined")
+    assert rows["intune_warm"]["tuning_seconds"] < rows["intune_cold"]["tuning_seconds"]
+    # Ratios are computed from the measured medians, never typed in.
+    best = max(r["throughput"]["median"] for r in rows.values())
+    for r in rows.values():
+        assert r["ratio_to_best"] == pytest.approx(r["throughput"]["median"] / best, abs=1e-3)
+    # Blocking calls: any search beats all knobs at one.
+    assert rows["intune_cold"]["ratio_to_best"] > rows["ones"]["ratio_to_best"]
+    assert out["ram_headroom_mib"] == 512
+    real = {"cases": [out], "command": "python -m benchmarks --quick",
+            "machine": {"usable_cpus": 2, "host_cpus": 2, "cpu_model": "x", "ram_gib": 1.0,
+                        "date": "today"}}
+    table = real_table(real)
+    assert "| intune_cold |" in table and "512 MiB over the process's RSS" in table
+    assert any("interleaved" in line for line in logged)
+    block = headline({**real, "cases": [out]}, None, None)
+    assert "| sleepy |" in block
