@@ -10,7 +10,7 @@ class ImportStyleFlow(FlowSpec):
     def start(self):
         self.next(self.train)
 
-    @intune(pipeline="tiny_pipelines:tiny_pipeline", budget_s=3, window_s=0.5, method="hillclimb")
+    @intune(pipeline="tiny_pipelines:tiny_pipeline", budget_s=6, window_s=0.5, method="hillclimb")
     @step
     def train(self):
         batches = current.intune.dataset(batch_size=32)
