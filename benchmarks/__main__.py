@@ -37,9 +37,15 @@ def main(argv=None) -> int:
     parser.add_argument("--cases", default=None, help="real-pipeline cases (default: the mode's)")
     parser.add_argument("--label", default=None,
                         help="suffix for result files (e.g. a machine name: real-h200.json)")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="interleaved repeats per config (default: the mode's)")
     parser.add_argument("--no-readme", action="store_true", help="do not refresh README.md")
     args = parser.parse_args(argv)
-    cfg = MODES[args.mode or "quick"]
+    cfg = dict(MODES[args.mode or "quick"])
+    if args.repeats is not None:
+        if args.repeats < 1:
+            parser.error("--repeats must be at least 1")
+        cfg["repeats"] = args.repeats
     parts = [p.strip() for p in args.only.split(",") if p.strip()]
     unknown = sorted(set(parts) - set(PARTS))
     if unknown:
