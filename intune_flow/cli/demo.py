@@ -70,6 +70,7 @@ def demo_env(home: Path, environ: dict | None = None) -> tuple[dict, Path | None
         "METAFLOW_CARD_LOCALROOT": str(home / "metaflow" / "mf.cards"),
         "MPLCONFIGDIR": str(home / "matplotlib"),
         "KERAS_HOME": str(home / "keras"),
+        "TORCHINDUCTOR_CACHE_DIR": str(home / "torchinductor"),  # else /tmp/torchinductor_<user>
         "TF_CPP_MIN_LOG_LEVEL": "2",
     }
     for key, value in defaults.items():
