@@ -28,7 +28,8 @@ import numpy as np
 RESULTS = Path(__file__).parent / "results"
 DOC = Path(__file__).resolve().parent.parent / "docs" / "tuner.md"
 CORES = (8, 16, 32, 64, 128)
-METHODS = ("intune", "intune_nosignals", "autotune", "heuristic", "hillclimb", "random", "optuna", "ones")
+METHODS = ("intune", "intune_nosignals", "autotune", "heuristic", "hillclimb", "random", "optuna",
+           "ones")
 STEPS = 40
 NO_SIGNALS = "_nosignals"
 """Suffix of a row whose probes report no per-stage signals, as on real pipelines today."""
@@ -54,8 +55,9 @@ def run(pipelines: int, cores_list=CORES, methods=METHODS, steps: int = STEPS, s
             for method in methods:
                 env = SimEnv(pipe, seed=seed * 1000 + i, signals=not method.endswith(NO_SIGNALS))
                 t = time.time()
-                out = run_search(env, method.removesuffix(NO_SIGNALS), budget_s=1e12, max_steps=steps, seed=seed + i,
-                                 progress=False, policy_state=policy, learn=True)
+                out = run_search(env, method.removesuffix(NO_SIGNALS), budget_s=1e12,
+                                 max_steps=steps, seed=seed + i, progress=False,
+                                 policy_state=policy, learn=True)
                 x = env.true_throughput(out.best.config)
                 reached = steps_to(out.history, env, 0.95 * best) if best > 0 else 0
                 rows.append({

@@ -61,7 +61,8 @@ class _Failure(IntuneError):
     """Internal: tuning failed; carries the reason and the cause."""
 
 
-def _check_args(budget_s, cpu_budget, ram_budget, method, window_s, pipeline_kwargs, seed):
+def _check_args(budget_s, cpu_budget, ram_budget, method, window_s, timeout_s, pipeline_kwargs,
+                seed):
     """User errors raise whatever ``strict`` says. Returns (cpu_budget, ram_budget)."""
     if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) \
             or not math.isfinite(budget_s) or budget_s <= 0:
@@ -83,9 +84,10 @@ def _check_args(budget_s, cpu_budget, ram_budget, method, window_s, pipeline_kwa
             ram_budget = parse_bytes(ram_budget)
         except ValueError as exc:
             raise IntuneError(f"ram_budget: {exc}") from None
-    if window_s is not None and (isinstance(window_s, bool) or not isinstance(window_s, (int, float))
-                                 or not math.isfinite(window_s) or window_s <= 0):
-        raise IntuneError(f"window_s must be a positive number of seconds, got {window_s!r}")
+    for name, value in (("window_s", window_s), ("timeout_s", timeout_s)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value) or value <= 0):
+            raise IntuneError(f"{name} must be a positive number of seconds, got {value!r}")
     if pipeline_kwargs is not None and not isinstance(pipeline_kwargs, dict):
         raise IntuneError(f"pipeline_kwargs must be a dict of factory arguments, got "
                           f"{type(pipeline_kwargs).__name__}")
@@ -173,11 +175,8 @@ def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
     probe. Bad arguments raise :class:`~intune_flow.errors.IntuneError`; failures while
     tuning return ``source="fallback"``, or raise :class:`TuningError` with ``strict=True``.
     """
-    if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float))
-                                  or not math.isfinite(timeout_s) or timeout_s <= 0):
-        raise IntuneError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
-    cpu, ram = _check_args(budget_s, cpu_budget, ram_budget, method, window_s, pipeline_kwargs,
-                           seed)
+    cpu, ram = _check_args(budget_s, cpu_budget, ram_budget, method, window_s, timeout_s,
+                           pipeline_kwargs, seed)
     primary = get_cache(cache, s3_client=s3_client)
 
     from .pipeline import Pipeline

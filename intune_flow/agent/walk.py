@@ -213,7 +213,7 @@ class Walk:
         if not self.best.ok or not self.best.stage_signals:
             return False
         for _ in range(rounds):
-            cfg = rebalanced(self.space, self.best) if self.best.ok else None
+            cfg = rebalanced(self.space, self.best)   # best stays ok: jump keeps only ok ones
             if cfg is None:
                 break
             before = self.best
