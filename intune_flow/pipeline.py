@@ -87,6 +87,7 @@ class Pipeline:
         self._batch_size: int | None = None
         self._batch_known = False
         self._batched: bool | None = None
+        self._stages: dict | None = None
 
     # -- construction ----------------------------------------------------------------
     @classmethod
@@ -161,6 +162,21 @@ class Pipeline:
         self.space
         return self._implicit
 
+    @property
+    def stages(self) -> dict:
+        """Knob -> the framework's model nodes it drives, for per-stage signals; located once
+        by two tagging builds (tf.data), {} where the framework keeps no per-stage timings
+        or a build fails (signals are a help, never a requirement)."""
+        if self._stages is None:
+            self.space
+            self._stages = {}  # what a caller sees while (or if) a tagging build hangs
+            try:
+                self._stages = self._adapter.locate_stages(
+                    self.space, lambda config: self.iterate(self.build(config)))
+            except Exception:  # noqa: BLE001 - no signals is a supported state
+                pass
+        return self._stages
+
     # -- building --------------------------------------------------------------------
     def resolve(self, config: Mapping[str, int] | None = None, cpu_budget: float | None = None) -> dict:
         """The complete config the factory will see: validated, defaults filled in, and for
@@ -181,6 +197,15 @@ class Pipeline:
     def iterate(self, ds):
         """An iterator over a dataset this pipeline built."""
         return self._adapter.iterate(ds)
+
+    def snapshot(self, iterator):
+        """The framework's per-stage timings so far (None where it keeps none)."""
+        return self._adapter.snapshot(iterator)
+
+    def stage_signals(self, before, after, seconds: float, config: Mapping[str, int]) -> dict:
+        """Busy share (0..1) per knob between two snapshots ``seconds`` apart."""
+        return self._adapter.stage_signals(self.stages, before, after, seconds, dict(config),
+                                           self._implicit)
 
     def first_element(self, config: Mapping[str, int] | None = None):
         """The first element of a fresh build; PipelineError if the dataset is empty."""

@@ -44,9 +44,13 @@ JOIN_S = 5.0  # how long to wait for the worker to let go of the pipeline after 
 class _Worker(threading.Thread):
     """Builds and iterates the pipeline, counting elements and records, until told to stop."""
 
-    def __init__(self, pipeline, config):
+    def __init__(self, pipeline, config, snapshot_after: float | None = None):
         super().__init__(name="intune-flow-probe", daemon=True)
         self.pipeline, self.config = pipeline, config
+        # Per-stage timings are snapshotted this long after the first element and at the end.
+        self.snapshot_after = snapshot_after
+        self.snapshots: list[tuple[float, object]] = []
+        self.stage_signals: dict[str, float] = {}
         self.stop = threading.Event()
         self.elements = 0
         self.records = 0
@@ -78,12 +82,39 @@ class _Worker(threading.Thread):
                 self.elements += 1
                 self.last_at = now
                 self.progress = (now, self.elements, self.records)
+                if (self.snapshot_after is not None and not self.snapshots
+                        and now >= self.first_at + self.snapshot_after):
+                    self._snapshot(it)
+            if self.snapshots:
+                self._snapshot(it)
+                self.stage_signals = self._signals()
         except BaseException as exc:  # noqa: BLE001 - reported as status "error"
             self.error = exc
         finally:
             it = ds = None  # noqa: F841 - release the framework's iterator in this thread
             self.pipeline = None
             self.finished.set()
+
+
+    def _snapshot(self, it) -> None:
+        try:
+            snap = self.pipeline.snapshot(it)
+        except Exception:  # noqa: BLE001 - signals are optional; throughput is not
+            snap = None
+        if snap is None:
+            self.snapshot_after, self.snapshots = None, []
+        else:
+            self.snapshots.append((time.perf_counter(), snap))
+
+    def _signals(self) -> dict:
+        """Per-stage busy shares between the two snapshots ({} without both)."""
+        if len(self.snapshots) != 2:
+            return {}
+        (t0, before), (t1, after) = self.snapshots
+        try:
+            return self.pipeline.stage_signals(before, after, t1 - t0, self.config)
+        except Exception:  # noqa: BLE001
+            return {}
 
 
 def run_bounded(fn, timeout_s: float):
@@ -170,7 +201,8 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
                    else f"{type(exc).__name__}: {exc}")
         return m
     full = space.validate(config or {})  # KnobError on unknown knobs / bad values
-    worker = _Worker(pipeline, full)
+    stages, _, hung = run_bounded(lambda: pipeline.stages, timeout_s)  # once per pipeline
+    worker = _Worker(pipeline, full, snapshot_after=warmup_s if stages and not hung else None)
     # (t, elements, records, cpu seconds, time of the latest element)
     samples: list[tuple[float, int, int, float, float]] = []
     peak_rss = current_rss()
@@ -219,6 +251,8 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
     m.status, m.error, m.peak_rss = status, error, int(peak_rss)
     if status != STATUS_TIMEOUT:
         worker.finished.wait(JOIN_S)
+    if status == STATUS_OK and worker.finished.is_set():
+        m.stage_signals = dict(worker.stage_signals)
     del worker
     gc.collect()
     _trim_heap()

@@ -176,12 +176,19 @@ def test_shipped_default_policy_loads():
         space_of(3), {"k0": 1, "k1": 1, "k2": 1}))).shape == (7,)
 
 
-def test_rebalance_shrinks_idle_stages_and_doubles_saturated_ones():
+def test_rebalance_shrinks_idle_stages_and_grows_saturated_ones():
     from intune_flow.agent.walk import rebalanced
     space = KnobSpace((Knob("read", "parallelism", 1, 256, 1), Knob("map", "parallelism", 1, 256, 1),
                        Knob("prefetch", "buffer", 1, 64, 1), Knob("pool", "threads", 1, 1024, 1)))
     cfg = {"read": 16, "map": 16, "prefetch": 2, "pool": 16}
-    m = Measurement(config=cfg, throughput=1.0,
-                    stage_signals={"read": 1.0, "map": 0.1, "prefetch": 0.5, "pool": 0.95})
+    signals = {"read": 1.0, "map": 0.1, "prefetch": 0.5, "pool": 0.95}
+    m = Measurement(config=cfg, throughput=1.0, cpu_util=0.9, stage_signals=signals)
     assert rebalanced(space, m) == {"read": 32, "map": 3, "prefetch": 2, "pool": 32}
+    # Saturated calls on an idle CPU wait on I/O: they grow four-fold.
+    idle = Measurement(config=cfg, throughput=1.0, cpu_util=0.05, stage_signals=signals)
+    assert rebalanced(space, idle) == {"read": 64, "map": 3, "prefetch": 2, "pool": 64}
     assert rebalanced(space, Measurement(config=cfg, throughput=1.0)) is None   # no signals
+    # A knob without a signal (a real probe cannot time every op) keeps its value.
+    partial = Measurement(config=cfg, throughput=1.0, cpu_util=0.9,
+                          stage_signals={"map": 0.1, "pool": 0.95})
+    assert rebalanced(space, partial) == {"read": 16, "map": 3, "prefetch": 2, "pool": 32}

@@ -2,7 +2,9 @@
 
 Each adapter module defines ``FRAMEWORK``, ``is_dataset(obj)``, ``implicit_knobs()``,
 ``prepare_config(space, config, cpu_budget)``, ``finalize(ds, config, implicit)``,
-``spec_schema(ds)``, ``batch_size(ds)`` and ``flatten(element)``. Frameworks are
+``spec_schema(ds)``, ``batch_size(ds)``, ``iterate(ds)`` and, for per-stage signals,
+``locate_stages(space, build_and_iterate)``, ``snapshot(iterator)`` and
+``stage_signals(stages, before, after, seconds, config, implicit)``. Frameworks are
 imported lazily: an adapter only recognizes datasets of a framework already imported
 by the factory that built them.
 """

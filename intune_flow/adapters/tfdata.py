@@ -69,3 +69,23 @@ def batch_size(ds) -> int | None:
 
 def iterate(ds):
     return iter(ds)
+
+
+def locate_stages(space, build_and_iterate) -> dict:
+    """Knob -> model nodes it drives (see ``tfdata_stages``); {} when none can be located."""
+    from .tfdata_stages import locate
+
+    return locate(space, space.defaults(), build_and_iterate)
+
+
+def snapshot(it):
+    from .tfdata_stages import snapshot as take
+
+    return take(it)
+
+
+def stage_signals(stages, before, after, seconds, config, implicit) -> dict[str, float]:
+    from .tfdata_stages import stage_signals as signals
+
+    return signals(stages, before, after, seconds, config,
+                   THREADPOOL if THREADPOOL in implicit else None)

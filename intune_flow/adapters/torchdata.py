@@ -49,3 +49,15 @@ def batch_size(ds) -> int | None:
 
 def iterate(ds):
     return iter(ds)
+
+
+def locate_stages(space, build_and_iterate) -> dict:
+    return {}  # torchdata.nodes keeps no per-stage timings: no signals
+
+
+def snapshot(it):
+    return None
+
+
+def stage_signals(stages, before, after, seconds, config, implicit) -> dict[str, float]:
+    return {}

@@ -31,32 +31,35 @@ MAX_STREAK = 4
 
 REBALANCE_ROUNDS = 3
 HEADROOM = 1.5
+SATURATED = 0.9
+IDLE_CPU = 0.25
+SCALE_FACTOR = 4
+SCALE_ROUNDS = 4
 
 
 def rebalanced(space: KnobSpace, m: Measurement) -> dict | None:
-    """A whole new allocation from per-stage utilization signals (None without signals).
+    """A whole new allocation from per-stage utilization signals (None without any).
 
     A stage whose calls are busy a share ``u`` of the time needs about ``p * u``
     calls at today's throughput: non-bottleneck stages shrink to that (with
-    headroom), saturated ones (and a saturated pool) double. Over-provisioned
-    stages are what makes runnable threads outnumber the cores, and single-knob
-    moves undo that slowly: each one alone gains less than the measurement noise.
+    headroom), saturated ones (and a saturated pool) double, or quadruple while
+    the CPU is mostly idle (busy calls that do not use a core wait on I/O).
+    Over-provisioned stages are what makes runnable threads outnumber the cores,
+    and single-knob moves undo that slowly: each one alone gains less than the
+    measurement noise.
     """
     sig = m.stage_signals or {}
-    par = [k for k in space if k.kind in ("parallelism", "threads")]
-    if not par or any(k.name not in sig for k in par):
+    par = [k for k in space if k.kind in ("parallelism", "threads") and k.name in sig]
+    if not par:
         return None
+    grow = SCALE_FACTOR if m.cpu_util < IDLE_CPU else 2
     cfg = dict(m.config)
-    for k in par:
+    for k in par:   # a knob without a signal keeps its value
         v, u = m.config[k.name], float(sig[k.name])
-        want = v * 2 if u >= 0.9 else v * u * HEADROOM
+        want = v * grow if u >= SATURATED else v * u * HEADROOM
         grid = k.grid()
         cfg[k.name] = next((g for g in grid if g >= want), grid[-1])
     return cfg if cfg != m.config else None
-
-
-SCALE_FACTOR = 4
-SCALE_ROUNDS = 4
 
 
 def scaled(space: KnobSpace, config: dict, factor: float) -> dict | None:
@@ -223,9 +226,27 @@ class Walk:
         return True
 
     def smart_start(self, measure) -> None:
-        """Whole-allocation jumps before the single-knob walk: by signals, else by scaling."""
-        if not self.rebalance(measure):
-            self.scale_out(measure)
+        """Whole-allocation jumps before the single-knob walk.
+
+        By per-stage signals first. If there are none, or they do not explain the
+        best config (no stage or pool saturated, yet the CPU not busy: a real
+        probe's signals can miss a bottleneck, e.g. the per-element hand-off in a
+        parallel interleave), by scaling every stage together, and then once more
+        by signals, to trim what the scaling over-provisioned.
+        """
+        if self.rebalance(measure) and self.explained(self.best):
+            return
+        before = self.best
+        self.scale_out(measure)
+        if self.best is not before:
+            self.rebalance(measure, rounds=1)
+
+    def explained(self, m: Measurement) -> bool:
+        """Whether ``m``'s signals name what limits it: a saturated stage or pool, or the CPU."""
+        if m.cpu_util >= SATURATED:
+            return True
+        return any(m.stage_signals.get(k.name, 0.0) >= SATURATED
+                   for k in self.space if k.kind in ("parallelism", "threads"))
 
     def scale_out(self, measure, factor: float = SCALE_FACTOR,
                   rounds: int = SCALE_ROUNDS) -> None:

@@ -1,0 +1,115 @@
+"""Per-stage signals on real tf.data probes: which stage waits, read from tf.data's own model."""
+
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from intune_flow.adapters.tfdata_stages import tag_configs
+from intune_flow.knobs import AUTOTUNE, Knob, KnobSpace
+from intune_flow.pipeline import Pipeline
+from intune_flow.probe import probe
+
+
+def slow_then_cheap(knobs, delay_ms=4.0):
+    """A blocking read (``delay_ms`` per element), a map with a fixed parallelism of 3 (no
+    knob), a cheap knobbed map, and an interleave whose knob sets cycle and parallelism."""
+    def work(i):
+        time.sleep(delay_ms / 1000.0)
+        return np.float32(i)
+
+    ds = tf.data.Dataset.range(4).repeat()
+    ds = ds.interleave(lambda i: tf.data.Dataset.range(10**9),
+                       cycle_length=knobs.parallelism("open", max=8),
+                       num_parallel_calls=knobs.parallelism("open"), deterministic=False)
+    ds = ds.map(lambda i: tf.reshape(tf.numpy_function(work, [i], tf.float32), []),
+                num_parallel_calls=knobs.parallelism("read", max=32))
+    ds = ds.map(lambda x: x + 1.0, num_parallel_calls=3)
+    ds = ds.map(lambda x: x * 2.0, num_parallel_calls=knobs.parallelism("cheap", max=16))
+    return ds.batch(8).prefetch(knobs.buffer("prefetch", max=8))
+
+
+def test_tag_configs_give_each_parallelism_knob_two_distinct_values():
+    space = KnobSpace((Knob("a", "parallelism", 1, 64, 1), Knob("b", "parallelism", 1, 2, 1),
+                       Knob("c", "parallelism", 1, 64, 1), Knob("buf", "buffer", 1, 8, 1),
+                       Knob("fixed", "parallelism", 4, 4, 4)))
+    first, second = tag_configs(space, space.defaults())
+    par = ("a", "b", "c")
+    assert len({first[k] for k in par}) == 3 and len({second[k] for k in par}) == 3
+    assert all(first[k] != second[k] for k in par)
+    assert all(space[k].min <= first[k] <= space[k].max for k in par)
+    assert first["buf"] == second["buf"] == 1 and first["fixed"] == 4
+
+
+def test_knobs_are_located_on_their_own_nodes_and_fixed_stages_are_not():
+    p = Pipeline.load(slow_then_cheap)
+    stages = p.stages
+    assert set(stages) == {"open", "read", "cheap"}
+    assert {param for _, param in stages["open"]} == {"cycle_length", "parallelism"}
+    positions = {name: {pos for pos, _ in where} for name, where in stages.items()}
+    assert len(set().union(*positions.values())) == 3       # one node each, all different
+    assert positions["open"] != positions["read"] != positions["cheap"]
+
+
+def test_the_probe_reports_the_blocking_stage_as_saturated():
+    m = probe(slow_then_cheap, {"open": 2, "read": 1, "cheap": 2, "prefetch": 2, "threadpool": 8},
+              window_s=1.0, warmup_s=0.3)
+    assert m.ok, m.error
+    sig = m.stage_signals
+    assert sig["read"] >= 0.8                      # its one call is always sleeping
+    assert sig["cheap"] < 0.5
+    assert 0 < sig["threadpool"] <= 1.0
+    assert "prefetch" not in sig                   # buffers have no busy share
+    assert "open" not in sig                       # an interleave's model time is not its work
+
+
+def test_more_read_calls_lower_its_busy_share():
+    config = {"open": 2, "cheap": 2, "prefetch": 2, "threadpool": 64}
+    one = probe(slow_then_cheap, {**config, "read": 1}, window_s=1.0, warmup_s=0.3)
+    many = probe(slow_then_cheap, {**config, "read": 32}, window_s=1.0, warmup_s=0.3)
+    assert one.ok and many.ok
+    # 32 sleeping calls deliver more than one does, and no longer all wait at once.
+    assert many.throughput > 3 * one.throughput
+    assert many.stage_signals["read"] < one.stage_signals["read"]
+
+
+def test_autotune_values_are_read_back_not_trusted_blindly():
+    auto = probe(slow_then_cheap, {k: AUTOTUNE for k in ("open", "read", "cheap")},
+                 window_s=1.0, warmup_s=0.3)
+    assert auto.ok
+    assert set(auto.stage_signals) <= {"read", "cheap"}
+    assert "threadpool" not in auto.stage_signals   # tf.data's own pool: size unknown
+
+
+def test_a_pipeline_that_changes_shape_with_its_config_gets_no_wrong_signal():
+    def shape_shifter(knobs):
+        par = knobs.parallelism("map", max=8)
+        ds = tf.data.Dataset.range(10**9)
+        if par > 4:    # a factory may build a different graph for some values
+            ds = ds.map(lambda x: x + 1, num_parallel_calls=2)
+        return ds.map(lambda x: x * 2, num_parallel_calls=par).batch(4)
+
+    p = Pipeline.load(shape_shifter)
+    assert p.stages  # located on the small tagging values
+    m = probe(p, {"map": 8}, window_s=0.5, warmup_s=0.2)
+    assert m.ok
+    # The node at the tagged position no longer carries the knob's value: no signal.
+    assert "map" not in m.stage_signals
+
+
+@pytest.mark.parametrize("torch_pipeline", ["torch"])
+def test_torchdata_probes_report_no_signals_and_still_measure(torch_pipeline):
+    nodes = pytest.importorskip("torchdata.nodes")
+
+    def small(knobs):
+        src = nodes.IterableWrapper(range(10**9))
+        mapped = nodes.ParallelMapper(src, lambda x: x * 2,
+                                      num_workers=knobs.parallelism("map", max=4),
+                                      method="thread")
+        return nodes.Batcher(mapped, batch_size=8)
+
+    p = Pipeline.load(small)
+    assert p.stages == {}
+    m = probe(p, {"map": 2}, window_s=0.5, warmup_s=0.2)
+    assert m.ok and m.stage_signals == {}
