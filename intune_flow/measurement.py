@@ -30,6 +30,7 @@ class Measurement:
     status: str = STATUS_OK
     error: str | None = None
     stage_signals: dict[str, float] = field(default_factory=dict)  # per-knob, 0..1 where known
+    autotune_choices: dict[str, int] = field(default_factory=dict)  # what AUTOTUNE knobs held
 
     @property
     def ok(self) -> bool:

@@ -207,6 +207,10 @@ class Pipeline:
         return self._adapter.stage_signals(self.stages, before, after, seconds, dict(config),
                                            self._implicit)
 
+    def autotune_choices(self, snapshot, config: Mapping[str, int]) -> dict:
+        """Knob -> the value the framework's AUTOTUNE held at ``snapshot``, for AUTOTUNE knobs."""
+        return self._adapter.autotune_choices(self.stages, snapshot, dict(config))
+
     def first_element(self, config: Mapping[str, int] | None = None):
         """The first element of a fresh build; PipelineError if the dataset is empty."""
         ds = self.build(config)

@@ -51,6 +51,7 @@ class _Worker(threading.Thread):
         self.snapshot_after = snapshot_after
         self.snapshots: list[tuple[float, object]] = []
         self.stage_signals: dict[str, float] = {}
+        self.autotune_choices: dict[str, int] = {}
         self.stop = threading.Event()
         self.elements = 0
         self.records = 0
@@ -88,6 +89,7 @@ class _Worker(threading.Thread):
             if self.snapshots:
                 self._snapshot(it)
                 self.stage_signals = self._signals()
+                self.autotune_choices = self._choices()
         except BaseException as exc:  # noqa: BLE001 - reported as status "error"
             self.error = exc
         finally:
@@ -113,6 +115,13 @@ class _Worker(threading.Thread):
         (t0, before), (t1, after) = self.snapshots
         try:
             return self.pipeline.stage_signals(before, after, t1 - t0, self.config)
+        except Exception:  # noqa: BLE001
+            return {}
+
+
+    def _choices(self) -> dict:
+        try:
+            return self.pipeline.autotune_choices(self.snapshots[-1][1], self.config)
         except Exception:  # noqa: BLE001
             return {}
 
@@ -253,6 +262,7 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
         worker.finished.wait(JOIN_S)
     if status == STATUS_OK and worker.finished.is_set():
         m.stage_signals = dict(worker.stage_signals)
+        m.autotune_choices = dict(worker.autotune_choices)
     del worker
     gc.collect()
     _trim_heap()

@@ -1,5 +1,7 @@
 """Per-stage signals on real tf.data probes: which stage waits, read from tf.data's own model."""
 
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -80,6 +82,21 @@ def test_autotune_values_are_read_back_not_trusted_blindly():
     assert auto.ok
     assert set(auto.stage_signals) <= {"read", "cheap"}
     assert "threadpool" not in auto.stage_signals   # tf.data's own pool: size unknown
+    # What AUTOTUNE chose, which tf.data itself does not show (interleave included).
+    assert set(auto.autotune_choices) == {"open", "read", "cheap"}
+    assert all(v >= 1 for v in auto.autotune_choices.values())
+    fixed = probe(slow_then_cheap, {"open": AUTOTUNE, "read": 4, "cheap": AUTOTUNE},
+                  window_s=0.5, warmup_s=0.2)
+    assert set(fixed.autotune_choices) == {"open", "cheap"}   # "read" was not AUTOTUNE
+
+
+def test_the_probe_command_prints_busy_shares_and_autotune_choices():
+    out = subprocess.run([sys.executable, "-m", "intune_flow", "probe",
+                          "tests.test_stage_signals:slow_then_cheap", "--config", "autotune",
+                          "--window-s", "1"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "busy share of each stage's calls: read " in out.stdout
+    assert "AUTOTUNE held open=" in out.stdout
 
 
 def test_a_pipeline_that_changes_shape_with_its_config_gets_no_wrong_signal():

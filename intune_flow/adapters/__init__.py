@@ -4,7 +4,8 @@ Each adapter module defines ``FRAMEWORK``, ``is_dataset(obj)``, ``implicit_knobs
 ``prepare_config(space, config, cpu_budget)``, ``finalize(ds, config, implicit)``,
 ``spec_schema(ds)``, ``batch_size(ds)``, ``iterate(ds)`` and, for per-stage signals,
 ``locate_stages(space, build_and_iterate)``, ``snapshot(iterator)`` and
-``stage_signals(stages, before, after, seconds, config, implicit)``. Frameworks are
+``stage_signals(stages, before, after, seconds, config, implicit)`` and
+``autotune_choices(stages, after, config)``. Frameworks are
 imported lazily: an adapter only recognizes datasets of a framework already imported
 by the factory that built them.
 """

@@ -89,3 +89,9 @@ def stage_signals(stages, before, after, seconds, config, implicit) -> dict[str,
 
     return signals(stages, before, after, seconds, config,
                    THREADPOOL if THREADPOOL in implicit else None)
+
+
+def autotune_choices(stages, after, config) -> dict[str, int]:
+    from .tfdata_stages import autotune_choices as choices
+
+    return choices(stages, after, config)

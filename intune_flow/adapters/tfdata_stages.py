@@ -153,3 +153,17 @@ def stage_signals(stages: dict, before: dict, after: dict, seconds: float,
     if pool and pool > 0 and busy_calls:
         out[pool_knob] = min(1.0, sum(busy_calls.values()) / pool)
     return out
+
+
+def autotune_choices(stages: dict, after: dict, config: dict) -> dict[str, int]:
+    """The parallelism tf.data's AUTOTUNE holds, at the snapshot, for each located knob the
+    config leaves to it (what AUTOTUNE chose, which tf.data itself does not show)."""
+    out = {}
+    for name, where in stages.items():
+        if config.get(name) != AUTOTUNE:
+            continue
+        values = {after[pos][1].get("parallelism") for pos, _ in where if pos in after}
+        values.discard(None)
+        if len(values) == 1:
+            out[name] = int(values.pop())
+    return out

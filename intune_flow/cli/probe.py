@@ -83,6 +83,12 @@ def _run(args) -> int:
               f"{m.elements_per_s:,.1f} elements/s (spread {m.spread:.2f}), "
               f"CPU {m.cpu_util:.0%} of {args.cpu_budget or usable_cpus():g} cores, "
               f"peak RSS {m.peak_rss / 2**20:,.0f} MiB, {m.seconds:.1f} s")
+        if m.stage_signals:
+            busy = ", ".join(f"{k} {v:.0%}" for k, v in m.stage_signals.items())
+            print(f"  busy share of each stage's calls: {busy}")
+        if m.autotune_choices:
+            chose = ",".join(f"{k}={v}" for k, v in m.autotune_choices.items())
+            print(f"  AUTOTUNE held {chose}")
         if m.error:
             print(f"  {m.error}")
     return 0 if m.ok else 1
