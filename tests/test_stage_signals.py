@@ -130,3 +130,17 @@ def test_torchdata_probes_report_no_signals_and_still_measure(torch_pipeline):
     assert p.stages == {}
     m = probe(p, {"map": 2}, window_s=0.5, warmup_s=0.2)
     assert m.ok and m.stage_signals == {}
+
+
+def test_a_pipeline_with_autotune_disabled_has_no_model_and_still_measures():
+    def no_model(knobs):
+        ds = tf.data.Dataset.range(10**9).map(
+            lambda x: x * 2, num_parallel_calls=knobs.parallelism("map", max=8)).batch(16)
+        options = tf.data.Options()
+        options.autotune.enabled = False   # tf.data keeps no model: nothing to read
+        return ds.with_options(options)
+
+    p = Pipeline.load(no_model)
+    assert p.stages == {}
+    m = probe(p, {"map": 2}, window_s=0.5, warmup_s=0.2)
+    assert m.ok and m.throughput > 0 and m.stage_signals == {}
