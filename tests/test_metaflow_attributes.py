@@ -103,7 +103,8 @@ RECORD = {
     "seconds_saved": 0.0, "throughput": 3000.0, "start_throughput": 1000.0,
     "config": {"read": 4, "prefetch": 8}, "start_config": {"read": 1, "prefetch": 1},
     "history": [{"config": {"read": 1, "prefetch": 1}, "throughput": 1000.0, "status": "ok", "seconds": 1.0},
-                {"config": {"read": 4, "prefetch": 8}, "throughput": 3000.0, "status": "ok", "seconds": 1.0},
+                {"config": {"read": 4, "prefetch": 8}, "throughput": 3000.0, "status": "ok", "seconds": 1.0,
+                 "stage_signals": {"read": 0.934}},
                 {"config": {"read": 8, "prefetch": 8}, "throughput": 0.0, "status": "oom", "seconds": 0.4}],
     "cpu_budget": 2.0, "ram_budget": 2**31, "method": "intune", "cache": "/c", "cache_origin": "decorator",
 }
@@ -113,7 +114,7 @@ def test_card_rows_hold_the_figures():
     rows = dict(summary_rows(RECORD))
     assert rows["source"] == "tuned" and rows["tuning seconds"] == "12.5 s"
     assert rows["speedup over start"] == "3.00x" and rows["ram budget"] == "2.0 GiB"
-    assert config_rows(RECORD) == [["read", "1", "4"], ["prefetch", "1", "8"]]
+    assert config_rows(RECORD) == [["read", "1", "4", "93%"], ["prefetch", "1", "8", "-"]]
     assert [r[3] for r in history_rows(RECORD)] == ["ok", "ok", "oom"]
     fallback = dict(summary_rows({**RECORD, "source": "fallback", "reason": "it broke"}))
     assert fallback["fallback reason"] == "it broke"

@@ -56,10 +56,14 @@ def _gib(nbytes) -> str | None:
 
 
 def config_rows(record: dict) -> list[list[str]]:
-    """``[knob, start, chosen]`` per knob."""
+    """``[knob, start, chosen, busy]`` per knob; busy: how busy the stage's calls were when
+    the chosen config was last measured (``-`` where the probe has no signal for it)."""
     chosen = record.get("config") or {}
     start = record.get("start_config") or {}
-    return [[name, _fmt(start.get(name)), _fmt(chosen.get(name))]
+    busy = next((m.get("stage_signals") or {} for m in reversed(record.get("history") or [])
+                 if m.get("config") == chosen and m.get("status", "ok") == "ok"), {})
+    return [[name, _fmt(start.get(name)), _fmt(chosen.get(name)),
+             f"{busy[name]:.0%}" if name in busy else "-"]
             for name in list(dict.fromkeys([*start, *chosen]))]
 
 
@@ -127,7 +131,7 @@ def components(record: dict) -> list:
     rows = config_rows(record)
     if rows:
         out += [Markdown("### Config: start vs. chosen"),
-                Table(rows, headers=["knob", "start", "chosen"])]
+                Table(rows, headers=["knob", "start", "chosen", "busy at chosen"])]
     png = None
     try:
         png = throughput_png(record)
