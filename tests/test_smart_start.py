@@ -87,3 +87,30 @@ def test_simulator_env_has_no_native_autotune():
     env = SimEnv(sample_pipeline("test", 3, cores=16), seed=3)
     out = run_search(env, "intune", budget_s=1e9, max_steps=10, seed=0, progress=False)
     assert not any(AUTOTUNE in m.config.values() for m in out.history)
+
+
+def test_the_walk_raises_the_most_saturated_stage_before_asking_the_policy():
+    import numpy as np
+
+    from intune_flow.agent.walk import Walk
+    from intune_flow.measurement import Measurement
+
+    cfg = {"read": 4, "map": 4, "prefetch": 2, "pool": 8}
+    start = Measurement(config=cfg, throughput=1.0, cpu_util=0.5,
+                        stage_signals={"read": 0.95, "map": 0.3, "prefetch": 1.0, "pool": 0.99})
+    walk = Walk(SPACE, start, cpu_budget=8, ram_budget=1 << 40)
+    mask = np.ones(2 * len(SPACE) + 1, dtype=bool)
+    assert walk.decode(walk.bottleneck_action(mask)) == ("pool", 1)   # buffers never count
+    mask[2 * SPACE.names.index("pool")] = False                         # pool-up already tried
+    assert walk.decode(walk.bottleneck_action(mask)) == ("read", 1)
+    calm = Measurement(config=cfg, throughput=1.0, stage_signals={"read": 0.5, "map": 0.3})
+    assert Walk(SPACE, calm, cpu_budget=8, ram_budget=1 << 40).bottleneck_action(mask) is None
+
+
+def test_with_exact_signals_the_agent_nearly_reaches_the_oracle_in_the_simulator():
+    ratios = []
+    for i in range(8):
+        env = SimEnv(sample_pipeline("test", 40 + i, cores=16), seed=i)
+        out = run_search(env, "intune", budget_s=1e9, max_steps=40, seed=0, progress=False)
+        ratios.append(env.true_throughput(out.best.config) / oracle(SimEnv(env.pipeline, seed=0))[1])
+    assert sorted(ratios)[len(ratios) // 2] >= 0.9

@@ -149,6 +149,18 @@ class Walk:
             n //= 2
         return None
 
+    def bottleneck_action(self, mask) -> int | None:
+        """Raise the most saturated stage (or pool) of the current config, if that move is
+        open: the one move per-stage signals make obvious, taken before asking the policy."""
+        sig = self.current.stage_signals or {}
+        best = None
+        for i, k in enumerate(self.space):
+            u = sig.get(k.name)
+            if (k.kind in ("parallelism", "threads") and u is not None and u >= SATURATED
+                    and mask[2 * i] and (best is None or u > best[0])):
+                best = (u, 2 * i)
+        return None if best is None else best[1]
+
     def set_budget_left(self, fraction: float) -> None:
         self.budget_left = float(min(1.0, max(0.0, fraction)))
 

@@ -58,7 +58,9 @@ def _intune(tr: Tracker, env, *, policy_state, seed, continuous, learn) -> dict:
             ending = not continuous and tr.measurements_left() <= CONFIRM + 0.5
             converged = not mask[:-1].any() or walk.since_improvement >= PATIENCE
             if not converged and not ending:
-                a = agent.act(obs, mask)
+                a = walk.bottleneck_action(mask)
+                if a is None:
+                    a = agent.act(obs, mask)
                 if a == len(mask) - 1:
                     converged = True
             if converged or ending:
