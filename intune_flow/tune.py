@@ -248,6 +248,10 @@ def _tune(pipe, run: _Run, state: dict, base: dict, *, budget_s, window_s, timeo
     state["space"] = space
     fingerprint = _bounded(pipe.fingerprint, "the schema fingerprint", timeout_s)
     state["fingerprint"] = fingerprint
+    # Locating the stages for per-stage signals builds the pipeline twice more: like discovery,
+    # on top of the budget, not inside the first probe. It never fails: no signals is fine.
+    from .probe import run_bounded
+    run_bounded(lambda: pipe.stages, DISCOVERY_TIMEOUT_S if timeout_s is None else timeout_s)
     key = make_key(fingerprint, space, base["hardware_class"])
     state["key"] = str(key)
     shapes = _shipped_shapes()

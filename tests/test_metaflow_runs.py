@@ -182,7 +182,7 @@ def test_a_broken_pipeline_falls_back_and_strict_fails(mf_env, tmp_path):
 def test_demo_runs_the_nightly_flow_twice_and_night_two_hits_the_cache(mf_env, tmp_path):
     env = dict(mf_env)
     env.pop("INTUNE_FLOW_CACHE")  # the demo then owns (and first empties) a cache under --home
-    proc = subprocess.run([sys.executable, "-m", "intune_flow", "demo", "--budget-s", "5",
+    proc = subprocess.run([sys.executable, "-m", "intune_flow", "demo", "--budget-s", "8",
                            "--steps", "10", "--home", str(tmp_path / "demo")], env=env,
                           cwd=tmp_path, capture_output=True, text=True, timeout=1800)
     out = proc.stdout + proc.stderr
