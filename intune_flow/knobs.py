@@ -28,6 +28,8 @@ AUTOTUNE = -1
 """Config value meaning "let the framework decide" (equals ``tf.data.AUTOTUNE``)."""
 
 KINDS = ("parallelism", "buffer", "threads")
+THREAD_KINDS = ("parallelism", "threads")
+"""Kinds whose value is a number of threads or concurrent calls (what scaling moves)."""
 DEFAULT_MAX = {"parallelism": 64, "buffer": 64, "threads": 256}
 
 # Values the tuner steps through: roughly geometric, so one step is a sensible

@@ -97,7 +97,6 @@ class _Worker(threading.Thread):
             self.pipeline = None
             self.finished.set()
 
-
     def _snapshot(self, it) -> None:
         try:
             snap = self.pipeline.snapshot(it)
@@ -117,7 +116,6 @@ class _Worker(threading.Thread):
             return self.pipeline.stage_signals(before, after, t1 - t0, self.config)
         except Exception:  # noqa: BLE001
             return {}
-
 
     def _choices(self) -> dict:
         try:

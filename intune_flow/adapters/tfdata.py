@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 
 from ..knobs import AUTOTUNE, Knob
-from . import flatten, normalize_schema
+from . import flatten, normalize_schema, tfdata_stages
+from .tfdata_stages import autotune_choices, snapshot  # noqa: F401 - part of the adapter API
 
 FRAMEWORK = "tf.data"
 THREADPOOL = "threadpool"
@@ -73,25 +74,9 @@ def iterate(ds):
 
 def locate_stages(space, build_and_iterate) -> dict:
     """Knob -> model nodes it drives (see ``tfdata_stages``); {} when none can be located."""
-    from .tfdata_stages import locate
-
-    return locate(space, space.defaults(), build_and_iterate)
-
-
-def snapshot(it):
-    from .tfdata_stages import snapshot as take
-
-    return take(it)
+    return tfdata_stages.locate(space, space.defaults(), build_and_iterate)
 
 
 def stage_signals(stages, before, after, seconds, config, implicit) -> dict[str, float]:
-    from .tfdata_stages import stage_signals as signals
-
-    return signals(stages, before, after, seconds, config,
-                   THREADPOOL if THREADPOOL in implicit else None)
-
-
-def autotune_choices(stages, after, config) -> dict[str, int]:
-    from .tfdata_stages import autotune_choices as choices
-
-    return choices(stages, after, config)
+    return tfdata_stages.stage_signals(stages, before, after, seconds, config,
+                                       THREADPOOL if THREADPOOL in implicit else None)

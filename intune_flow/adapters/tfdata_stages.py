@@ -133,7 +133,7 @@ def stage_signals(stages: dict, before: dict, after: dict, seconds: float,
         return {}
     busy_calls = {}   # chain position -> average calls in flight
     for pos, (ns, params, _) in after.items():
-        if pos in before and ("parallelism" in params or "cycle_length" in params):
+        if pos in before and any(p in params for p in PARAMS):
             busy_calls[pos] = max(0, ns - before[pos][0]) / 1e9 / seconds
     out = {}
     for name, where in stages.items():

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from ..knobs import KnobSpace
+from ..knobs import THREAD_KINDS, KnobSpace
 from ..measurement import STATUS_OOM, Measurement
 from .observation import WalkView, action_mask, encode, total_threads
 
@@ -49,7 +49,7 @@ def rebalanced(space: KnobSpace, m: Measurement) -> dict | None:
     measurement noise.
     """
     sig = m.stage_signals or {}
-    par = [k for k in space if k.kind in ("parallelism", "threads") and k.name in sig]
+    par = [k for k in space if k.kind in THREAD_KINDS and k.name in sig]
     if not par:
         return None
     grow = SCALE_FACTOR if m.cpu_util < IDLE_CPU else 2
@@ -73,7 +73,7 @@ def scaled(space: KnobSpace, config: dict, factor: float) -> dict | None:
     """
     cfg = dict(config)
     for k in space:
-        if k.kind not in ("parallelism", "threads"):
+        if k.kind not in THREAD_KINDS:
             continue
         v = config[k.name]
         want = v * factor
@@ -156,7 +156,7 @@ class Walk:
         best = None
         for i, k in enumerate(self.space):
             u = sig.get(k.name)
-            if (k.kind in ("parallelism", "threads") and u is not None and u >= SATURATED
+            if (k.kind in THREAD_KINDS and u is not None and u >= SATURATED
                     and mask[2 * i] and (best is None or u > best[0])):
                 best = (u, 2 * i)
         return None if best is None else best[1]
@@ -258,7 +258,7 @@ class Walk:
         if m.cpu_util >= SATURATED:
             return True
         return any(m.stage_signals.get(k.name, 0.0) >= SATURATED
-                   for k in self.space if k.kind in ("parallelism", "threads"))
+                   for k in self.space if k.kind in THREAD_KINDS)
 
     def scale_out(self, measure, factor: float = SCALE_FACTOR,
                   rounds: int = SCALE_ROUNDS) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..knobs import THREAD_KINDS
 from .tracker import BudgetSpent, Tracker
 
 
@@ -36,7 +37,7 @@ def heuristic(tr: Tracker, env, rng) -> None:
     """Plumber's HEURISTIC: every stage's parallelism (and the pool) at the core count."""
     c = _cores(env)
     base = env.space.concretize(env.space.defaults(), env.cpu_budget)
-    cfg = {k.name: (k.clamp(c) if k.kind in ("parallelism", "threads") else base[k.name])
+    cfg = {k.name: (k.clamp(c) if k.kind in THREAD_KINDS else base[k.name])
            for k in env.space}
     fixed_configs(tr, [cfg])
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..agent.walk import Walk
+from ..knobs import THREAD_KINDS
 from .tracker import BudgetSpent, Tracker
 
 PATIENCE = 20           # measurements without improvement before the walk counts as converged
@@ -16,7 +17,7 @@ def _rescaled(env, config: dict, ratio: float) -> dict:
     """Parallelism and pool scaled by the change in cores, snapped to each knob's grid."""
     out = dict(config)
     for k in env.space:
-        if k.kind in ("parallelism", "threads"):
+        if k.kind in THREAD_KINDS:
             want = config[k.name] * ratio
             out[k.name] = min(k.grid(), key=lambda g: abs(g - want))
     return out
