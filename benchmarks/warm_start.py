@@ -78,7 +78,8 @@ def main(argv=None) -> int:
             cold = night(args.pipeline, args.budget_s, uri, env)
             warm = night(args.pipeline, args.budget_s, uri, env)
             print(f"repeat {rep + 1}: cold {cold['source']} {cold['tuning_seconds']:.1f}s, "
-                  f"warm {warm['source']} {warm['tuning_seconds']:.2f}s", flush=True)
+                  f"warm {warm['source']} {warm['tuning_seconds']:.2f}s"
+                  + (f" ({warm['reason']})" if warm.get("reason") else ""), flush=True)
             runs = interleaved(lambda c: probe(pipe, c, window_s=args.window_s, warmup_s=0.5),
                                {"cold": cold["config"], "warm": warm["config"]},
                                args.probe_repeats)
@@ -111,6 +112,8 @@ def main(argv=None) -> int:
             "paired_throughput_ratio": summary([r["paired_throughput_ratio"] for r in rows]),
             "same_config": [r["same_config"] for r in rows],
             "warm_sources": [r["warm"]["source"] for r in rows],
+            "cache_hit_share": (sum(r["warm"]["source"] == "cache" for r in rows) / len(rows)
+                                if rows else 0.0),
         },
         "repeats": rows,
     }
@@ -121,7 +124,8 @@ def main(argv=None) -> int:
     print(f"median tuning ratio {med['tuning_ratio']['median']:.3f} "
           f"(cold {med['cold_tuning_seconds']['median']:.1f}s, warm "
           f"{med['warm_tuning_seconds']['median']:.2f}s), median throughput ratio "
-          f"{med['throughput_ratio']['median']:.3f}; sources {med['warm_sources']} -> {out}")
+          f"{med['throughput_ratio']['median']:.3f}; warm sources {med['warm_sources']} "
+          f"(cache hits {med['cache_hit_share']:.0%}) -> {out}")
     return 0
 
 

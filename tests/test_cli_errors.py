@@ -46,6 +46,7 @@ def _cli(*args):
     (["tune", TINY, "--timeout-s", "soon"], "got 'soon'"),
     (["probe", TINY, "--config", "nosuch=3"], "nosuch"),
     (["probe", TINY, "--config", "double=99"], "outside its bounds"),
+    (["probe", TINY, "--repeat", "0"], "--repeat must be at least 1"),
     (["cache", "ls", "--cache", "s3://"], "bucket"),
 ])
 def test_bad_arguments_fail_cleanly(args, message):

@@ -189,3 +189,16 @@ def test_cli_probe_json_and_errors():
     missing = subprocess.run([sys.executable, "-m", "intune_flow", "probe", "nomodule:f"],
                              capture_output=True, text=True)
     assert missing.returncode == 2 and "cannot import module 'nomodule'" in missing.stderr
+
+
+def test_cli_probe_repeat_shows_the_spread_across_windows():
+    cmd = [sys.executable, "-m", "intune_flow", "probe", "tests.test_probe:sleepy",
+           "--window-s", "0.3", "--warmup-s", "0.1", "--config", "ones"]
+    text = subprocess.run(cmd + ["--repeat", "3"], capture_output=True, text=True)
+    assert text.returncode == 0, text.stderr
+    assert [line.split(":")[0].strip() for line in text.stdout.splitlines()
+            if "window " in line and "/3" in line] == ["window 1/3", "window 2/3", "window 3/3"]
+    assert "3 windows: median" in text.stdout and "of the median" in text.stdout
+    runs = json.loads(subprocess.run(cmd + ["--repeat", "2", "--json"], capture_output=True,
+                                     text=True).stdout)
+    assert len(runs) == 2 and all(r["status"] == "ok" and r["throughput"] > 0 for r in runs)

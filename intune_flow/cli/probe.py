@@ -18,6 +18,9 @@ def register(sub):
     p.add_argument("--timeout-s", type=float, default=30.0)
     p.add_argument("--ram-budget", default=None, help='e.g. "4GiB" (default: half of free RAM)')
     p.add_argument("--cpu-budget", type=float, default=None, help="cores (default: usable cores)")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="measure N times and print the spread across windows: how noisy this "
+                        "pipeline's throughput is on this machine (default 1)")
     p.add_argument("--json", action="store_true", help="print the Measurement as JSON")
     p.set_defaults(func=_run)
 
@@ -66,19 +69,32 @@ def _run(args) -> int:
     from ..probe import probe
     from ..resources import parse_bytes, usable_cpus
 
+    if args.repeat < 1:
+        raise IntuneError(f"--repeat must be at least 1, got {args.repeat}; e.g. --repeat 10")
     pipeline = Pipeline.load(args.pipeline, **_kwargs(args.arg))
     config = parse_config(args.config, pipeline.space)
     try:
         ram = parse_bytes(args.ram_budget) if args.ram_budget else None
     except ValueError as exc:
         raise IntuneError(f"--ram-budget: {exc}") from None
-    m = probe(pipeline, config, window_s=args.window_s, warmup_s=args.warmup_s,
-              timeout_s=args.timeout_s, ram_budget=ram, cpu_budget=args.cpu_budget)
+    if not args.json:
+        cfg = ",".join(f"{k}={'autotune' if v == -1 else v}"
+                       for k, v in pipeline.space.validate(config).items())
+        print(f"{pipeline.name} [{pipeline.framework}] config {cfg}", flush=True)
+    runs = []
+    for i in range(args.repeat):
+        runs.append(probe(pipeline, config, window_s=args.window_s, warmup_s=args.warmup_s,
+                          timeout_s=args.timeout_s, ram_budget=ram, cpu_budget=args.cpu_budget))
+        if args.repeat > 1 and not args.json:
+            print(f"  window {i + 1}/{args.repeat}: {runs[-1].status} "
+                  f"{runs[-1].records_per_s:,.0f} records/s", flush=True)
+    m = runs[-1]
     if args.json:
-        print(json.dumps(m.to_dict(), indent=1))
+        print(json.dumps(m.to_dict() if args.repeat == 1 else [r.to_dict() for r in runs],
+                         indent=1))
     else:
-        cfg = ",".join(f"{k}={'autotune' if v == -1 else v}" for k, v in m.config.items())
-        print(f"{pipeline.name} [{pipeline.framework}] config {cfg}")
+        if args.repeat > 1:
+            print(_spread_line(runs))
         print(f"  status {m.status}: {m.records_per_s:,.0f} records/s, "
               f"{m.elements_per_s:,.1f} elements/s (spread {m.spread:.2f}), "
               f"CPU {m.cpu_util:.0%} of {args.cpu_budget or usable_cpus():g} cores, "
@@ -91,4 +107,18 @@ def _run(args) -> int:
             print(f"  AUTOTUNE held {chose}")
         if m.error:
             print(f"  {m.error}")
-    return 0 if m.ok else 1
+    return 0 if all(r.ok for r in runs) else 1
+
+
+def _spread_line(runs) -> str:
+    """Median and range of the windows that measured: the noise a tuner has to see through."""
+    import statistics
+
+    rates = [r.records_per_s for r in runs if r.ok]
+    if not rates:
+        return f"  no window of {len(runs)} measured"
+    med = statistics.median(rates)
+    lo, hi = min(rates), max(rates)
+    rel = f" ({lo / med - 1:+.0%} / {hi / med - 1:+.0%} of the median)" if med > 0 else ""
+    return (f"  {len(rates)} windows: median {med:,.0f} records/s, "
+            f"range {lo:,.0f}-{hi:,.0f}{rel}; the last window in detail:")
