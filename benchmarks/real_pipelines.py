@@ -42,6 +42,19 @@ CASES = {
 }
 
 
+def ram_budget_for(case: Case) -> int | None:
+    """Memory-tight cases: the headroom over this process's RSS now, per phase.
+
+    RSS is process-wide and its floor creeps up as earlier probes leave allocator
+    high-water marks behind, so one budget fixed at the start would, after minutes of
+    searching, be passed by every config (all-ones included). Each search and the
+    final side-by-side measurement get the same headroom over their own baseline.
+    """
+    from intune_flow.resources import current_rss
+
+    return current_rss() + case.ram_headroom_mib * 2**20 if case.ram_headroom_mib else None
+
+
 def _violations(measurements, ram_budget, margin) -> int:
     return sum(1 for m in measurements if m.peak_rss > ram_budget * (1 + margin))
 
@@ -53,7 +66,7 @@ def run_case(case: Case, *, budget_s: float, repeats: int, window_s: float,
     from intune_flow.pipeline import Pipeline
     from intune_flow.probe import probe
     from intune_flow.real_env import PipelineEnv
-    from intune_flow.resources import RSS_MARGIN, current_rss
+    from intune_flow.resources import RSS_MARGIN
     from intune_flow.search import run_search
 
     pipeline = Pipeline.load(case.ref, **case.kwargs)
@@ -61,18 +74,8 @@ def run_case(case: Case, *, budget_s: float, repeats: int, window_s: float,
     if case.ram_headroom_mib:
         probe(pipeline, space.ones(), window_s=0.5, warmup_s=0.2)  # settle the framework's RSS
 
-    def ram_budget():
-        """Memory-tight cases: the headroom over this process's RSS now, per phase.
-
-        RSS is process-wide and its floor creeps up as earlier probes leave allocator
-        high-water marks behind, so one budget fixed at the start would, after minutes of
-        searching, be passed by every config (all-ones included). Each search and the
-        final side-by-side measurement get the same headroom over their own baseline.
-        """
-        return current_rss() + case.ram_headroom_mib * 2**20 if case.ram_headroom_mib else None
-
     def env():
-        return PipelineEnv(pipeline, ram_budget=ram_budget(), window_s=window_s, warmup_s=0.3)
+        return PipelineEnv(pipeline, ram_budget=ram_budget_for(case), window_s=window_s, warmup_s=0.3)
 
     budget_bytes = env().ram_budget
     log(f"[{case.name}] {case.ref}  knobs={list(space.names)}  "
@@ -104,7 +107,7 @@ def run_case(case: Case, *, budget_s: float, repeats: int, window_s: float,
     try:
         for name in ("intune_cold", "intune_warm"):
             t0 = time.perf_counter()
-            budget = ram_budget()
+            budget = ram_budget_for(case)
             result = tune(pipeline, budget_s=budget_s, cache=cache_dir, ram_budget=budget,
                           window_s=window_s, seed=seed, progress=False)
             wall = time.perf_counter() - t0

@@ -37,3 +37,24 @@ def test_real_case_measures_every_method_side_by_side_and_renders():
     assert any("interleaved" in line for line in logged)
     block = headline({**real, "cases": [out]}, None, None)
     assert "| sleepy |" in block
+
+
+def test_budget_sweep_scores_every_seed_from_side_by_side_measurements(tmp_path):
+    from benchmarks.budget_sweep import METHODS, plot, run_case, table
+    from benchmarks.real_pipelines import Case
+
+    case = Case("sleepy", "tests.test_probe:sleepy", "blocking 5 ms calls", {"delay_ms": 5.0})
+    out = run_case(case, budgets=[1.5], seeds=2, repeats=1, window_s=0.2, log=lambda *a: None)
+    assert len(out["searches"]) == 2 * len(METHODS)
+    top = max(out["medians"].values())
+    for s in out["searches"]:      # each share comes from its config's measured median
+        name = next(n for n, c in out["configs"].items() if c == s["config"])
+        assert s["share"] == pytest.approx(out["medians"][name] / top, abs=1e-3)
+    for method in METHODS:
+        cell = out["cells"][f"{method}@1.5"]
+        assert cell["n"] == 2 and cell["min"] <= cell["median"] <= cell["max"] <= 1.0
+    assert out["autotune_share"] is not None
+    md = table({"cases": [out]})
+    assert "| sleepy | 1.5 s |" in md and "(worst " in md
+    plot({"cases": [out]}, tmp_path / "sweep.png")
+    assert (tmp_path / "sweep.png").stat().st_size > 1000
