@@ -182,13 +182,34 @@ def test_rebalance_shrinks_idle_stages_and_grows_saturated_ones():
                        Knob("prefetch", "buffer", 1, 64, 1), Knob("pool", "threads", 1, 1024, 1)))
     cfg = {"read": 16, "map": 16, "prefetch": 2, "pool": 16}
     signals = {"read": 1.0, "map": 0.1, "prefetch": 0.5, "pool": 0.95}
-    m = Measurement(config=cfg, throughput=1.0, cpu_util=0.9, stage_signals=signals)
-    assert rebalanced(space, m) == {"read": 32, "map": 3, "prefetch": 2, "pool": 32}
-    # Saturated calls on an idle CPU wait on I/O: they grow four-fold.
+    roomy = {**signals, "pool": 0.5}
+    m = Measurement(config=cfg, throughput=1.0, cpu_util=0.9, stage_signals=roomy)
+    assert rebalanced(space, m) == {"read": 32, "map": 3, "prefetch": 2, "pool": 12}
+    # A saturated pool starves the stages it serves: a stage's low busy share then says
+    # nothing about its needs, so it keeps its value while the pool grows.
+    starved = Measurement(config=cfg, throughput=1.0, cpu_util=0.9, stage_signals=signals)
+    assert rebalanced(space, starved) == {"read": 32, "map": 16, "prefetch": 2, "pool": 32}
+    # Saturated calls on an idle CPU wait on I/O: they grow four-fold, and the pool grows
+    # to at least the calls its stages will keep busy (64 for read + 1.6 for map).
     idle = Measurement(config=cfg, throughput=1.0, cpu_util=0.05, stage_signals=signals)
-    assert rebalanced(space, idle) == {"read": 64, "map": 3, "prefetch": 2, "pool": 64}
+    assert rebalanced(space, idle) == {"read": 64, "map": 16, "prefetch": 2, "pool": 96}
     assert rebalanced(space, Measurement(config=cfg, throughput=1.0)) is None   # no signals
     # A knob without a signal (a real probe cannot time every op) keeps its value.
     partial = Measurement(config=cfg, throughput=1.0, cpu_util=0.9,
                           stage_signals={"map": 0.1, "pool": 0.95})
-    assert rebalanced(space, partial) == {"read": 16, "map": 3, "prefetch": 2, "pool": 32}
+    assert rebalanced(space, partial) == {"read": 16, "map": 16, "prefetch": 2, "pool": 32}
+
+
+def test_rebalance_never_shrinks_the_pool_below_a_growing_stage():
+    # The latency-bound read of a real probe: read saturated on blocking calls, the pool
+    # of 8 a third busy. Before, the pool shrank to 6 while read grew to 12, so the next
+    # probe's read waited for pool threads and the start crawled.
+    from intune_flow.agent.walk import rebalanced
+    space = KnobSpace((Knob("read", "parallelism", 1, 256, 1), Knob("map", "parallelism", 1, 256, 1),
+                       Knob("pool", "threads", 1, 1024, 1)))
+    m = Measurement(config={"read": 3, "map": 1, "pool": 8}, throughput=1.0, cpu_util=0.23,
+                    stage_signals={"read": 0.98, "map": 0.12, "pool": 0.39})
+    assert rebalanced(space, m) == {"read": 12, "map": 1, "pool": 16}
+    # With the CPU saturated, more threads do not help: the pool is sized by its own use.
+    busy = Measurement(config=m.config, throughput=1.0, cpu_util=0.95, stage_signals=m.stage_signals)
+    assert rebalanced(space, busy) == {"read": 6, "map": 1, "pool": 6}

@@ -53,13 +53,35 @@ def rebalanced(space: KnobSpace, m: Measurement) -> dict | None:
     if not par:
         return None
     grow = SCALE_FACTOR if m.cpu_util < IDLE_CPU else 2
+    # A saturated pool holds back every stage it serves: their calls wait for a thread,
+    # so a stage's low busy share then says nothing about what it needs.
+    starved = any(k.kind == "threads" and sig[k.name] >= SATURATED for k in par)
     cfg = dict(m.config)
     for k in par:   # a knob without a signal keeps its value
         v, u = m.config[k.name], float(sig[k.name])
-        want = v * grow if u >= SATURATED else v * u * HEADROOM
-        grid = k.grid()
-        cfg[k.name] = next((g for g in grid if g >= want), grid[-1])
+        if u >= SATURATED:
+            want = v * grow
+        elif starved and k.kind == "parallelism":
+            want = v
+        else:
+            want = v * u * HEADROOM
+        cfg[k.name] = _snap_up(k, want)
+    if m.cpu_util < SATURATED:
+        # With cores to spare the pool must not starve the stages it serves: at least the
+        # calls they will keep busy (a stage that grows, all of its new parallelism).
+        busy = sum(cfg[k.name] if sig.get(k.name, 0.0) >= SATURATED
+                   else max(0.0, m.config[k.name]) * float(sig.get(k.name, 1.0))
+                   for k in space if k.kind == "parallelism" and m.config[k.name] > 0)
+        for k in par:
+            if k.kind == "threads":
+                cfg[k.name] = max(cfg[k.name], _snap_up(k, busy))
     return cfg if cfg != m.config else None
+
+
+def _snap_up(knob, want: float) -> int:
+    """The smallest grid value of ``knob`` at or above ``want`` (its maximum if none is)."""
+    grid = knob.grid()
+    return next((g for g in grid if g >= want), grid[-1])
 
 
 def scaled(space: KnobSpace, config: dict, factor: float) -> dict | None:
