@@ -57,8 +57,10 @@ def run_case(case, *, budgets, seeds: int, repeats: int, window_s: float, log=pr
     distinct = {}
     for s in searches:
         distinct.setdefault(config_key(s["config"]), s["config"])
+    auto_key = None
     if pipeline.framework == "tf.data":
-        distinct.setdefault(config_key(pipeline.space.autotune()), pipeline.space.autotune())
+        auto_key = config_key(pipeline.space.autotune())
+        distinct.setdefault(auto_key, pipeline.space.autotune())
     names = {key: f"c{i}" for i, key in enumerate(distinct)}
     log(f"[{case.name}] measuring {len(distinct)} distinct configs x {repeats}, interleaved")
     runs = interleaved(env().measure, {names[k]: c for k, c in distinct.items()}, repeats,
@@ -68,7 +70,7 @@ def run_case(case, *, budgets, seeds: int, repeats: int, window_s: float, log=pr
     top = max(medians.values()) or 1.0
     for s in searches:
         s["share"] = round(medians[names[config_key(s["config"])]] / top, 3)
-    auto = medians.get(names.get(config_key(pipeline.space.autotune()), ""), None)
+    auto = medians[names[auto_key]] if auto_key is not None else None
     cells = {}
     for budget in budgets:
         for method in METHODS:

@@ -70,7 +70,7 @@ def rebalanced(space: KnobSpace, m: Measurement) -> dict | None:
         # With cores to spare the pool must not starve the stages it serves: at least the
         # calls they will keep busy (a stage that grows, all of its new parallelism).
         busy = sum(cfg[k.name] if sig.get(k.name, 0.0) >= SATURATED
-                   else max(0.0, m.config[k.name]) * float(sig.get(k.name, 1.0))
+                   else m.config[k.name] * float(sig.get(k.name, 1.0))
                    for k in space if k.kind == "parallelism" and m.config[k.name] > 0)
         for k in par:
             if k.kind == "threads":
@@ -99,13 +99,11 @@ def scaled(space: KnobSpace, config: dict, factor: float) -> dict | None:
             continue
         v = config[k.name]
         want = v * factor
-        grid = k.grid()
         if factor > 1:
-            cfg[k.name] = max((g for g in grid if g <= want), default=k.min)
+            cfg[k.name] = max((g for g in k.grid() if g <= want), default=k.min)
             cfg[k.name] = max(cfg[k.name], v)
         else:
-            cfg[k.name] = min((g for g in grid if g >= want), default=k.max)
-            cfg[k.name] = min(cfg[k.name], v)
+            cfg[k.name] = min(_snap_up(k, want), v)
     return cfg if cfg != config else None
 
 

@@ -48,6 +48,13 @@ def parse_config(text: str, space) -> dict:
     return config
 
 
+def format_config(config) -> str:
+    """A config as ``name=value,...``, the form ``--config`` reads (AUTOTUNE as ``autotune``)."""
+    from ..knobs import AUTOTUNE
+
+    return ",".join(f"{k}={'autotune' if v == AUTOTUNE else v}" for k, v in config.items())
+
+
 def _kwargs(items) -> dict:
     from ..errors import IntuneError
 
@@ -78,9 +85,8 @@ def _run(args) -> int:
     except ValueError as exc:
         raise IntuneError(f"--ram-budget: {exc}") from None
     if not args.json:
-        cfg = ",".join(f"{k}={'autotune' if v == -1 else v}"
-                       for k, v in pipeline.space.validate(config).items())
-        print(f"{pipeline.name} [{pipeline.framework}] config {cfg}", flush=True)
+        print(f"{pipeline.name} [{pipeline.framework}] config "
+              f"{format_config(pipeline.space.validate(config))}", flush=True)
     runs = []
     for i in range(args.repeat):
         runs.append(probe(pipeline, config, window_s=args.window_s, warmup_s=args.warmup_s,

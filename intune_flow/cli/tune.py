@@ -45,7 +45,7 @@ def _seconds(text: str) -> float:
 
 def _run(args) -> int:
     from ..tune import tune
-    from .probe import _kwargs
+    from .probe import _kwargs, format_config
 
     result = tune(args.pipeline, budget_s=args.budget_s, cpu_budget=args.cpu_budget,
                   ram_budget=args.ram_budget, cache=args.cache, method=args.method,
@@ -54,9 +54,8 @@ def _run(args) -> int:
     if args.json:
         print(json.dumps(result.to_dict(), indent=1))
         return 0
-    config = ",".join(f"{k}={'autotune' if v == -1 else v}" for k, v in result.config.items())
     print(f"source      {result.source}" + (f"  ({result.reason})" if result.reason else ""))
-    print(f"config      {config}")
+    print(f"config      {format_config(result.config)}")
     print(f"throughput  {result.throughput:,.0f}/s (start {result.start_throughput:,.0f}/s)")
     print(f"tuning      {result.tuning_seconds:.1f}s"
           + (f" (saved {result.seconds_saved:.1f}s)" if result.seconds_saved else ""))
