@@ -24,16 +24,24 @@ def interleaved(measure, configs: dict, repeats: int, log=print, unit: str = "re
     """Measure each named config ``repeats`` times, interleaved (A B C A B C ...).
 
     ``measure(config) -> Measurement``; returns name -> list of Measurement dicts. Interleaving
-    spreads the machine's drift over every method instead of charging it to one.
+    spreads the machine's drift over every method instead of charging it to one. A config
+    named twice (two methods that found the same config) is measured once per repeat and
+    every name gets those measurements: measuring it twice would only show the noise as a
+    difference between them.
     """
-    runs = {name: [] for name in configs}
+    from intune_flow.agent.walk import config_key
+    owner: dict[tuple, str] = {}
+    for name, config in configs.items():
+        owner.setdefault(config_key(config), name)
+    runs = {name: [] for name in owner.values()}
     for r in range(repeats):
-        for name, config in configs.items():
-            m = measure(config)
+        for name in runs:
+            m = measure(configs[name])
             runs[name].append(m.to_dict())
             log(f"  repeat {r + 1}/{repeats} {name:<14} {m.throughput:>12,.2f} {unit}  "
                 f"rss {m.peak_rss / 2**20:,.0f} MiB  {m.status}")
-    return runs
+    return {name: list(runs[owner[config_key(config)]])
+            for name, config in configs.items()}
 
 
 def machine() -> dict:

@@ -165,7 +165,8 @@ def headline(real, nightly, training, suffix: str = "", warm=None) -> str:
         m = real["machine"]
         out.append(f"Measured on {m['usable_cpus']:g} usable cores ({m['cpu_model']}, {m['ram_gib']} "
                    f"GiB), {m['date']}, with `{real['command']}`: each method's config measured "
-                   f"side by side, interleaved, median of {real['cases'][0]['repeats']} repeats. "
+                   f"side by side, interleaved, median of {real['cases'][0]['repeats']} repeats (a "
+                   "config several methods chose is measured once). "
                    "Full tables (min-max, RSS, RAM violations, every baseline): "
                    "[benchmarks/README.md](benchmarks/README.md).\n")
         rows = []

@@ -2,9 +2,26 @@
 
 import pytest
 
-pytestmark = pytest.mark.slow
+
+def test_interleaved_measures_a_config_found_twice_once_per_repeat():
+    from benchmarks.common import interleaved
+    from intune_flow.measurement import Measurement
+
+    calls = []
+
+    def measure(config):
+        calls.append(dict(config))
+        return Measurement(config=dict(config), throughput=float(len(calls)), status="ok")
+
+    runs = interleaved(measure, {"a": {"x": 1, "y": 2}, "b": {"x": 2, "y": 2},
+                                 "c": {"y": 2, "x": 1}}, 3, log=lambda *_: None)
+    assert calls == [{"x": 1, "y": 2}, {"x": 2, "y": 2}] * 3     # a, b interleaved; c is a's
+    assert [m["throughput"] for m in runs["a"]] == [1.0, 3.0, 5.0]
+    assert [m["throughput"] for m in runs["b"]] == [2.0, 4.0, 6.0]
+    assert runs["c"] == runs["a"] and runs["c"] is not runs["a"]
 
 
+@pytest.mark.slow
 def test_real_case_measures_every_method_side_by_side_and_renders():
     from benchmarks.real_pipelines import Case, run_case
     from benchmarks.report import headline, real_table
@@ -39,6 +56,7 @@ def test_real_case_measures_every_method_side_by_side_and_renders():
     assert "| sleepy |" in block
 
 
+@pytest.mark.slow
 def test_budget_sweep_scores_every_seed_from_side_by_side_measurements(tmp_path):
     from benchmarks.budget_sweep import METHODS, plot, run_case, table
     from benchmarks.real_pipelines import Case
