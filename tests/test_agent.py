@@ -189,10 +189,14 @@ def test_rebalance_shrinks_idle_stages_and_grows_saturated_ones():
     # nothing about its needs, so it keeps its value while the pool grows.
     starved = Measurement(config=cfg, throughput=1.0, cpu_util=0.9, stage_signals=signals)
     assert rebalanced(space, starved) == {"read": 32, "map": 16, "prefetch": 2, "pool": 32}
-    # Saturated calls on an idle CPU wait on I/O: they grow four-fold, and the pool grows
-    # to at least the calls its stages will keep busy (64 for read + 1.6 for map).
-    idle = Measurement(config=cfg, throughput=1.0, cpu_util=0.05, stage_signals=signals)
-    assert rebalanced(space, idle) == {"read": 64, "map": 16, "prefetch": 2, "pool": 96}
+    # Saturated calls on an idle CPU wait on I/O: they grow by the CPU's headroom (0.9 / 0.15
+    # = 6x), and the pool to at least the calls its stages will then keep busy (96 for read
+    # + 16 * 0.1 * 6 for map).
+    idle = Measurement(config=cfg, throughput=1.0, cpu_util=0.15, stage_signals=signals)
+    assert rebalanced(space, idle) == {"read": 96, "map": 16, "prefetch": 2, "pool": 128}
+    # The growth per jump is capped (16x), however idle the CPU reads.
+    idler = Measurement(config=cfg, throughput=1.0, cpu_util=0.001, stage_signals=signals)
+    assert rebalanced(space, idler)["read"] == 256
     assert rebalanced(space, Measurement(config=cfg, throughput=1.0)) is None   # no signals
     # A knob without a signal (a real probe cannot time every op) keeps its value.
     partial = Measurement(config=cfg, throughput=1.0, cpu_util=0.9,
@@ -209,7 +213,23 @@ def test_rebalance_never_shrinks_the_pool_below_a_growing_stage():
                        Knob("pool", "threads", 1, 1024, 1)))
     m = Measurement(config={"read": 3, "map": 1, "pool": 8}, throughput=1.0, cpu_util=0.23,
                     stage_signals={"read": 0.98, "map": 0.12, "pool": 0.39})
-    assert rebalanced(space, m) == {"read": 12, "map": 1, "pool": 16}
+    assert rebalanced(space, m) == {"read": 12, "map": 1, "pool": 24}
     # With the CPU saturated, more threads do not help: the pool is sized by its own use.
     busy = Measurement(config=m.config, throughput=1.0, cpu_util=0.95, stage_signals=m.stage_signals)
     assert rebalanced(space, busy) == {"read": 6, "map": 1, "pool": 6}
+
+
+def test_rebalance_sizes_every_stage_for_the_throughput_the_growth_should_bring():
+    # All knobs at one on a latency-bound read: read saturated, the CPU 10% busy, so read
+    # grows 9x and throughput should follow. Parse, 10% busy today, would be 90% busy at
+    # that throughput: it grows with read instead of becoming the next probe's bottleneck.
+    from intune_flow.agent.walk import rebalanced
+    space = KnobSpace((Knob("read", "parallelism", 1, 256, 1), Knob("parse", "parallelism", 1, 256, 1),
+                       Knob("pool", "threads", 1, 1024, 1)))
+    m = Measurement(config={"read": 1, "parse": 1, "pool": 2}, throughput=1.0, cpu_util=0.1,
+                    stage_signals={"read": 0.98, "parse": 0.1, "pool": 0.5})
+    assert rebalanced(space, m) == {"read": 12, "parse": 2, "pool": 16}
+    # Without a saturated stage nothing should speed up: stages are sized for today.
+    flat = Measurement(config=m.config, throughput=1.0, cpu_util=0.1,
+                       stage_signals={"read": 0.5, "parse": 0.1, "pool": 0.5})
+    assert rebalanced(space, flat) is None

@@ -32,7 +32,7 @@ MAX_STREAK = 4
 REBALANCE_ROUNDS = 3
 HEADROOM = 1.5
 SATURATED = 0.9
-IDLE_CPU = 0.25
+MAX_GROWTH = 16
 SCALE_FACTOR = 4
 SCALE_ROUNDS = 4
 
@@ -41,9 +41,11 @@ def rebalanced(space: KnobSpace, m: Measurement) -> dict | None:
     """A whole new allocation from per-stage utilization signals (None without any).
 
     A stage whose calls are busy a share ``u`` of the time needs about ``p * u``
-    calls at today's throughput: non-bottleneck stages shrink to that (with
-    headroom), saturated ones (and a saturated pool) double, or quadruple while
-    the CPU is mostly idle (busy calls that do not use a core wait on I/O).
+    calls at today's throughput (Little's law). Saturated stages (and a saturated
+    pool) grow: at least double, up to the CPU's headroom (:func:`cpu_headroom`),
+    and the throughput is expected to follow them up to that headroom, so every
+    other stage is sized, with some slack, for the expected throughput: shrunk
+    when it is over-provisioned, grown before it becomes the next bottleneck.
     Over-provisioned stages are what makes runnable threads outnumber the cores,
     and single-knob moves undo that slowly: each one alone gains less than the
     measurement noise.
@@ -52,7 +54,9 @@ def rebalanced(space: KnobSpace, m: Measurement) -> dict | None:
     par = [k for k in space if k.kind in THREAD_KINDS and k.name in sig]
     if not par:
         return None
-    grow = SCALE_FACTOR if m.cpu_util < IDLE_CPU else 2
+    headroom = cpu_headroom(m.cpu_util)
+    grow = max(2.0, headroom)
+    expected = headroom if any(sig[k.name] >= SATURATED for k in par) else 1.0
     # A saturated pool holds back every stage it serves: their calls wait for a thread,
     # so a stage's low busy share then says nothing about what it needs.
     starved = any(k.kind == "threads" and sig[k.name] >= SATURATED for k in par)
@@ -64,18 +68,28 @@ def rebalanced(space: KnobSpace, m: Measurement) -> dict | None:
         elif starved and k.kind == "parallelism":
             want = v
         else:
-            want = v * u * HEADROOM
+            want = v * u * HEADROOM * expected
         cfg[k.name] = _snap_up(k, want)
     if m.cpu_util < SATURATED:
         # With cores to spare the pool must not starve the stages it serves: at least the
         # calls they will keep busy (a stage that grows, all of its new parallelism).
         busy = sum(cfg[k.name] if sig.get(k.name, 0.0) >= SATURATED
-                   else m.config[k.name] * float(sig.get(k.name, 1.0))
+                   else m.config[k.name] * float(sig.get(k.name, 1.0)) * expected
                    for k in space if k.kind == "parallelism" and m.config[k.name] > 0)
         for k in par:
             if k.kind == "threads":
                 cfg[k.name] = max(cfg[k.name], _snap_up(k, busy))
     return cfg if cfg != m.config else None
+
+
+def cpu_headroom(cpu_util: float) -> float:
+    """How many times more work the CPU can take before it saturates (1 to ``MAX_GROWTH``).
+
+    Busy calls on a mostly idle CPU wait (on I/O, a remote GET): throughput can follow
+    their number until the CPU saturates, so a read that needs 50 calls gets there in
+    two jumps instead of crawling by fours.
+    """
+    return min(MAX_GROWTH, max(1.0, SATURATED / max(cpu_util, 1e-3)))
 
 
 def _snap_up(knob, want: float) -> int:
