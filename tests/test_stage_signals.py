@@ -1,5 +1,6 @@
 """Per-stage signals on real tf.data probes: which stage waits, read from tf.data's own model."""
 
+import logging
 import subprocess
 import sys
 import time
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from intune_flow.adapters.tfdata_stages import tag_configs
+from intune_flow.adapters.tfdata_stages import tag_configs, tag_rounds
 from intune_flow.knobs import AUTOTUNE, Knob, KnobSpace
 from intune_flow.pipeline import Pipeline
 from intune_flow.probe import probe
@@ -33,15 +34,23 @@ def slow_then_cheap(knobs, delay_ms=4.0):
 
 
 def test_tag_configs_give_each_parallelism_knob_two_distinct_values():
+    maps = tuple(Knob(f"m{i}", "parallelism", 1, 8, 1) for i in range(16))
     space = KnobSpace((Knob("a", "parallelism", 1, 64, 1), Knob("b", "parallelism", 1, 2, 1),
                        Knob("c", "parallelism", 1, 64, 1), Knob("buf", "buffer", 1, 8, 1),
-                       Knob("fixed", "parallelism", 4, 4, 4)))
-    first, second = tag_configs(space, space.defaults())
-    par = ("a", "b", "c")
-    assert len({first[k] for k in par}) == 3 and len({second[k] for k in par}) == 3
-    assert all(first[k] != second[k] for k in par)
-    assert all(space[k].min <= first[k] <= space[k].max for k in par)
-    assert first["buf"] == second["buf"] == 1 and first["fixed"] == 4
+                       Knob("fixed", "parallelism", 4, 4, 4)) + maps)
+    rounds = tag_rounds(space)
+    names = [k.name for group in rounds for k in group]
+    assert sorted(names) == sorted(["a", "b", "c", *(k.name for k in maps)])   # each once
+    for group in rounds:
+        for flip in (False, True):
+            first, second = tag_configs(group, space.defaults(), flip)
+            par = [k.name for k in group]
+            assert len({first[k] for k in par}) == len({second[k] for k in par}) == len(par)
+            assert all(first[k] != second[k] for k in par)
+            assert all(space[k].min <= c[k] <= space[k].max for k in par for c in (first, second))
+            # Same order in both builds (an interleave's parallelism stays <= its cycle).
+            assert sorted(par, key=first.get) == sorted(par, key=second.get)
+            assert first["buf"] == second["buf"] == 1 and first["fixed"] == 4
 
 
 def test_knobs_are_located_on_their_own_nodes_and_fixed_stages_are_not():
@@ -144,3 +153,78 @@ def test_a_pipeline_with_autotune_disabled_has_no_model_and_still_measures():
     assert p.stages == {}
     m = probe(p, {"map": 2}, window_s=0.5, warmup_s=0.2)
     assert m.ok and m.throughput > 0 and m.stage_signals == {}
+
+
+def interleave_and_map(knobs, cycle_first=True):
+    """An interleave with a knob on each of cycle_length and num_parallel_calls (declared in
+    either order; tf.data rejects num_parallel_calls > cycle_length), then a map."""
+    def par(name):
+        return knobs.parallelism(name, max=4)
+
+    src = tf.data.Dataset.range(4)
+    make = lambda i: tf.data.Dataset.range(10**9)   # noqa: E731
+    if cycle_first:
+        ds = src.interleave(make, cycle_length=par("cycle"), num_parallel_calls=par("calls"))
+    else:
+        ds = src.interleave(make, num_parallel_calls=par("calls"), cycle_length=par("cycle"))
+    ds = ds.map(lambda x: x + 1, num_parallel_calls=knobs.parallelism("map", max=8))
+    return ds.batch(8)
+
+
+@pytest.mark.parametrize("cycle_first", [True, False])
+def test_an_interleave_with_a_knob_on_cycle_and_on_calls_still_gets_signals(cycle_first):
+    p = Pipeline.load(interleave_and_map, cycle_first=cycle_first)
+    stages = p.stages
+    assert set(stages) == {"cycle", "calls", "map"}
+    assert {param for _, param in stages["cycle"]} == {"cycle_length"}
+    m = probe(p, {"cycle": 2, "calls": 2, "map": 2}, window_s=0.5, warmup_s=0.2)
+    assert m.ok, m.error
+    assert "map" in m.stage_signals
+
+
+def shuffled_then_mapped(knobs):
+    ds = tf.data.Dataset.range(10**9)
+    ds = ds.map(lambda x: x * 3, num_parallel_calls=knobs.parallelism("decode", max=8))
+    ds = ds.shuffle(knobs.buffer("shuffle", min=16, max=256, default=32))
+    ds = ds.map(lambda x: x + 1, num_parallel_calls=knobs.parallelism("feat", max=8))
+    return ds.batch(16)
+
+
+def test_stages_below_and_above_a_shuffle_are_located_and_get_signals():
+    # A shuffle opens its input only for its first element: located on a model without
+    # the nodes below it, every position would be off by the nodes it hides.
+    p = Pipeline.load(shuffled_then_mapped)
+    assert set(p.stages) == {"decode", "feat"}
+    m = probe(p, {"decode": 2, "feat": 3}, window_s=0.5, warmup_s=0.2)
+    assert m.ok, m.error
+    assert {"decode", "feat"} <= set(m.stage_signals)
+
+
+def many_maps(knobs, n=16):
+    ds = tf.data.Dataset.range(10**9)
+    for i in range(n):
+        ds = ds.map(lambda x: x + 1, num_parallel_calls=knobs.parallelism(f"m{i}", max=8))
+    return ds.batch(16)
+
+
+def test_sixteen_parallel_maps_each_get_a_signal():
+    p = Pipeline.load(many_maps)
+    assert len({pos for where in p.stages.values() for pos, _ in where}) == 16
+    m = probe(p, {f"m{i}": 2 for i in range(16)}, window_s=0.5, warmup_s=0.2)
+    assert m.ok, m.error
+    assert {f"m{i}" for i in range(16)} <= set(m.stage_signals)
+
+
+def test_a_knob_whose_tagging_build_fails_is_logged_and_the_others_are_located(caplog):
+    def picky(knobs):
+        ds = tf.data.Dataset.range(10**9)
+        ds = ds.map(lambda x: x + 1, num_parallel_calls=knobs.parallelism("a", max=8))
+        if knobs.parallelism("picky", max=8) not in (1, 8):
+            raise ValueError("picky takes 1 or 8")
+        return ds.map(lambda x: x * 2, num_parallel_calls=knobs.parallelism("b", max=8))
+
+    with caplog.at_level(logging.INFO, logger="intune_flow"):
+        stages = Pipeline.load(picky).stages
+    assert set(stages) == {"a", "b"}
+    failed = [r.getMessage() for r in caplog.records if "tagging builds failed" in r.getMessage()]
+    assert len(failed) == 1 and "picky" in failed[0] and "picky takes 1 or 8" in failed[0]

@@ -13,7 +13,8 @@ the busy calls of every parallel stage over the pool size.
 
 Which model node a knob drives is found once per pipeline by *tagging*: two builds in which
 each parallelism knob gets a distinct value (a different one in each build); a knob maps to
-the nodes whose ``parallelism``/``cycle_length`` equals its value in both. A node counts from
+the nodes whose ``parallelism``/``cycle_length`` equals its value in both. Knobs too many for
+distinct values within their bounds are tagged over several rounds. A node counts from
 the source end of the main input chain, so nodes tf.data adds on top (options, injected
 prefetch) do not shift it. A knob that cannot be located gets no signal; every probe checks
 that the node still carries the knob's value before trusting it.
@@ -21,7 +22,11 @@ that the node still carries the knob's value before trusting it.
 
 from __future__ import annotations
 
-from ..knobs import AUTOTUNE, KnobSpace
+import logging
+
+from ..knobs import AUTOTUNE, Knob, KnobSpace
+
+log = logging.getLogger(__name__)
 
 PARAMS = ("parallelism", "cycle_length")
 # Ops whose recorded processing time is their calls' work. A parallel interleave's is not:
@@ -73,55 +78,84 @@ def snapshot(it) -> dict[int, tuple[int, dict[str, float], str]]:
     return out
 
 
-def tag_configs(space: KnobSpace, base: dict) -> tuple[dict, dict] | None:
-    """Two configs giving each parallelism knob a value no other knob has, and a different
-    one in each (small values: a tagging build should not load the machine)."""
-    # Narrowest ranges first, so a knob with two possible values still gets both.
-    knobs = sorted((k for k in space if k.kind == "parallelism" and k.max > k.min),
-                   key=lambda k: k.max - k.min)
-    if not knobs:
-        return None
-    first: dict[str, int] = {}
-    second: dict[str, int] = {}
-    for tags in (first, second):
-        for k in knobs:
-            avoid = set(tags.values()) | ({first[k.name]} if tags is second else set())
-            value = next((v for v in range(max(2, k.min), k.max + 1) if v not in avoid), None)
-            if value is None:
-                value = next((v for v in range(k.min, k.max + 1) if v not in avoid), None)
-            if value is not None:
-                tags[k.name] = value
-    return {**base, **first}, {**base, **second}
+def tag_rounds(space: KnobSpace) -> list[list[Knob]]:
+    """The parallelism knobs split into tagging rounds, each in declaration order: every knob
+    of a round of n admits the values lo..lo+n, so each gets a distinct value in both builds."""
+    pending = sorted((k for k in space if k.kind == "parallelism" and k.max > k.min),
+                     key=lambda k: (k.max, k.min))      # narrowest first: it bounds its round
+    order = {name: i for i, name in enumerate(space.names)}
+    rounds = []
+    while pending:
+        lo, room = pending[0].min, pending[0].max - pending[0].min
+        group = [k for k in pending if k.min <= lo][:room]
+        rounds.append(sorted(group, key=lambda k: order[k.name]))
+        pending = [k for k in pending if k not in group]
+    return rounds
+
+
+def tag_configs(group: list[Knob], base: dict, flip: bool = False) -> tuple[dict, dict]:
+    """Two configs tagging one round: the knobs get lo+i, then lo+i+1, the first declared
+    the largest (``flip``: the smallest). Values stay in the same order in both builds, as
+    an interleave's ``num_parallel_calls`` must not exceed its ``cycle_length``, and
+    ``cycle_length`` is usually declared first."""
+    lo = max(k.min for k in group)
+    ranked = group if flip else group[::-1]
+    return tuple({**base, **{k.name: lo + i + shift for i, k in enumerate(ranked)}}
+                 for shift in (0, 1))
+
+
+def _snapshot_of(build_and_iterate, config: dict) -> dict:
+    it = build_and_iterate(config)
+    try:
+        # Some ops (a shuffle) open their input only for the first element: without it the
+        # model ends there, and positions counted from the source would not match a probe's.
+        next(it, None)
+        return snapshot(it)
+    finally:
+        del it
+
+
+def _reason(error: Exception) -> str:
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text[:300]}"
 
 
 def locate(space: KnobSpace, base: dict, build_and_iterate) -> dict[str, list[tuple[int, str]]]:
-    """Knob -> [(chain position, parameter name)] from two tagging builds.
+    """Knob -> [(chain position, parameter name)] from two tagging builds per round.
 
-    ``build_and_iterate(config)`` returns a fresh iterator; only its model is read (no
-    element is pulled). Knobs found nowhere, or not the same way twice, are left out.
+    ``build_and_iterate(config)`` returns a fresh iterator; one element is pulled and its
+    model read. Knobs found nowhere are left out. A round whose builds fail in both
+    orders is split in halves; a knob that fails alone is left out and logged, the others
+    are still located. Raises only if ``base`` itself does not build.
     """
-    configs = tag_configs(space, base)
-    if configs is None:
-        return {}
-    found: list[dict[str, set]] = []
-    for config in configs:
-        it = build_and_iterate(config)
-        try:
-            snap = snapshot(it)
-        finally:
-            del it
-        hits: dict[str, set] = {}
-        for name, value in config.items():
-            if name not in space or space[name].kind != "parallelism":
-                continue
-            hits[name] = {(pos, p) for pos, (_, params, _) in snap.items()
-                          for p in PARAMS if params.get(p) == value}
-        found.append(hits)
-    stages = {}
-    for name in found[0]:
-        both = found[0][name] & found[1].get(name, set())
-        if both and configs[0][name] != configs[1][name]:
-            stages[name] = sorted(both)
+    todo, stages, failed, base_ok = tag_rounds(space), {}, {}, False
+    while todo:
+        group = todo.pop(0)
+        for flip in (False, True) if len(group) > 1 else (False,):
+            configs = tag_configs(group, base, flip)
+            try:
+                snaps = [_snapshot_of(build_and_iterate, c) for c in configs]
+                break
+            except Exception as e:  # noqa: BLE001 - a rejected value (e.g. parallelism > cycle)
+                error = e
+        else:
+            if not base_ok:     # a pipeline that never builds: fail once, not per knob
+                _snapshot_of(build_and_iterate, base)
+                base_ok = True
+            if len(group) > 1:
+                todo[:0] = [group[:len(group) // 2], group[len(group) // 2:]]
+            else:
+                failed[group[0].name] = _reason(error)
+            continue
+        for k in group:
+            hits = [{(pos, p) for pos, (_, params, _) in snap.items()
+                     for p in PARAMS if params.get(p) == config[k.name]}
+                    for config, snap in zip(configs, snaps)]
+            if hits[0] & hits[1]:
+                stages[k.name] = sorted(hits[0] & hits[1])
+    if failed:
+        log.info("no stage signals for knob(s) %s: their tagging builds failed (%s)",
+                 sorted(failed), "; ".join(sorted(set(failed.values()))))
     return stages
 
 
@@ -162,7 +196,7 @@ def autotune_choices(stages: dict, after: dict, config: dict) -> dict[str, int]:
     for name, where in stages.items():
         if config.get(name) != AUTOTUNE:
             continue
-        values = {after[pos][1].get("parallelism") for pos, _ in where if pos in after}
+        values = {after[pos][1].get(param) for pos, param in where if pos in after}
         values.discard(None)
         if len(values) == 1:
             out[name] = int(values.pop())
