@@ -1,6 +1,7 @@
 """@intune attributes, budgets, cache location, card rows and the summary: no flow run needed."""
 
 import json
+import sys
 
 import pytest
 
@@ -10,7 +11,7 @@ from intune_flow.metaflow.card import config_rows, history_rows, summary_rows, t
 from intune_flow.metaflow.defaults import default_cache, resource_budgets
 from intune_flow.metaflow.summary import format_side_by_side, format_summary, summarize
 
-REF = "examples.dlrm:train"  # any importable module:attr; find_spec does not run it
+REF = "examples.dlrm:train"  # any module:attr; its source is read, it is not imported
 
 
 def test_strings_from_the_command_line_are_coerced():
@@ -30,6 +31,9 @@ def test_strings_from_the_command_line_are_coerced():
     ({"pipeline": "examples.dlrm.train"}, "malformed"),
     ({"pipeline": "examples.dlrm:"}, "malformed"),
     ({"pipeline": "no_such_module_xyz:f"}, "no module named 'no_such_module_xyz'"),
+    ({"pipeline": "examples.dlrm:trian"}, r"defines no 'trian'; did you mean \['train'\]"),
+    ({"pipeline": REF, "cache": "s3://"}, "cache: cache URI 's3://' names no bucket"),
+    ({"pipeline": REF, "cache": "ftp://host/x"}, "scheme 'ftp':// is not supported"),
     ({"pipeline": REF, "budget_s": -1}, "budget_s=-1 must be greater than zero"),
     ({"pipeline": REF, "budget_s": 0}, "budget_s=0 must be greater than zero"),
     ({"pipeline": REF, "budget_s": "soon"}, "not a number"),
@@ -47,6 +51,20 @@ def test_strings_from_the_command_line_are_coerced():
 def test_bad_attributes_name_the_problem(attrs, match):
     with pytest.raises(IntuneAttributeError, match=match):
         coerce(attrs)
+
+
+def test_the_factory_is_found_in_the_source_without_importing_the_module(tmp_path, monkeypatch):
+    # Its dependencies may exist only on the remote machine that runs the step.
+    (tmp_path / "remote_only_pipes.py").write_text(
+        "import no_such_dependency_xyz\n\nif True:\n    def pipe(knobs):\n        pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert coerce({"pipeline": "remote_only_pipes:pipe"}).pipeline == "remote_only_pipes:pipe"
+    assert "remote_only_pipes" not in sys.modules
+    with pytest.raises(IntuneAttributeError, match="defines no 'pipes'"):
+        coerce({"pipeline": "remote_only_pipes:pipes"})
+    # Names made at run time cannot be read from the source: left to the task.
+    (tmp_path / "dynamic_pipes.py").write_text("globals()['made'] = lambda knobs: None\n")
+    assert coerce({"pipeline": "dynamic_pipes:made"}).pipeline == "dynamic_pipes:made"
 
 
 def test_unknown_method_is_refused_when_the_methods_are_known():

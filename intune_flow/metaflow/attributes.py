@@ -13,13 +13,16 @@ run's values on the task.
 
 from __future__ import annotations
 
+import ast
+import difflib
 import importlib.util
 import json
 import re
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..errors import IntuneError
+from ..errors import CacheError, IntuneError
 from ..resources import parse_bytes
 
 DEFAULTS: dict[str, Any] = {
@@ -102,7 +105,12 @@ def _bool(name: str, value) -> bool:
 
 
 def check_pipeline(value) -> str | Callable:
-    """A ``"module:attr"`` string whose module can be found, or a callable factory."""
+    """A ``"module:attr"`` string whose module can be found, or a callable factory.
+
+    The factory must be defined in the module's source, read without importing it (the
+    flow is built in every task process; importing the module would import TensorFlow in
+    each); a module whose names cannot be read from its source is checked when the step runs.
+    """
     if callable(value) and not isinstance(value, str):
         return value
     if _blank(value):
@@ -114,16 +122,61 @@ def check_pipeline(value) -> str | Callable:
             f"@intune pipeline={value!r} is malformed; write it as \"package.module:factory\" "
             "(e.g. \"examples.criteo:criteo_pipeline\")")
     ref = value.strip()
-    module = ref.partition(":")[0]
+    module, _, attr = ref.partition(":")
     try:
-        found = importlib.util.find_spec(module) is not None
+        spec = importlib.util.find_spec(module)
     except (ImportError, ValueError):  # a parent package is missing or broken
-        found = False
-    if not found:
+        spec = None
+    if spec is None:
         raise IntuneAttributeError(
             f"@intune pipeline={ref!r}: no module named {module!r} can be found; install it, "
             "put its directory on PYTHONPATH, or fix the spelling")
+    names = _top_level_names(spec.origin)
+    if names is not None and attr.split(".")[0] not in names:
+        close = difflib.get_close_matches(attr, sorted(names), n=3)
+        hint = f"; did you mean {close}?" if close else ""
+        raise IntuneAttributeError(
+            f"@intune pipeline={ref!r}: module {module!r} defines no {attr!r}{hint}")
     return ref
+
+
+_DYNAMIC = re.compile(r"\b(exec|setattr|globals|__getattr__)\b|sys\.modules|import \*")
+
+
+def _top_level_names(origin: str | None) -> set[str] | None:
+    """Names a module's source binds at top level (inside ``if``/``try`` blocks too), or
+    None when that cannot be read from the source (no source, or dynamic definitions)."""
+    if not origin or not origin.endswith(".py"):
+        return None
+    try:
+        source = Path(origin).read_text()
+        tree = ast.parse(source)
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return None
+    if _DYNAMIC.search(source):
+        return None
+    names: set[str] = set()
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
+            bound = [node.target] if isinstance(node, ast.For) else [
+                i.optional_vars for i in getattr(node, "items", []) if i.optional_vars]
+            names.update(n.id for t in bound for n in ast.walk(t) if isinstance(n, ast.Name))
+            for part in ("body", "orelse", "finalbody", "handlers"):
+                todo.extend(getattr(node, part, []) or [])
+        elif isinstance(node, ast.ExceptHandler):
+            todo.extend(node.body)
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.NamedExpr):
+            names.add(node.value.target.id)
+    return names
 
 
 def _kwargs(value) -> dict:
@@ -208,6 +261,12 @@ def coerce(attributes: Mapping[str, Any], *, known_methods: tuple[str, ...] | No
                 f"@intune cache={attrs['cache']!r} must be a URI or path string "
                 "(s3://bucket/prefix, /path/to/dir, memory://name)")
         settings.cache = attrs["cache"].strip()
+        from ..cache import get_cache
+
+        try:
+            get_cache(settings.cache)  # tune()'s parser; contacts nothing
+        except CacheError as exc:
+            raise IntuneAttributeError(f"@intune cache: {exc}") from None
     if not _blank(attrs["cpu_budget"]):
         settings.cpu_budget = _number("cpu_budget", attrs["cpu_budget"], allow_zero=False)
     if not _blank(attrs["ram_budget"]):
