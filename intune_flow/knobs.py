@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
 from .errors import KnobError
@@ -48,6 +48,9 @@ class Knob:
     min: int
     max: int
     default: int
+    # False when the op the knob feeds rejects AUTOTUNE (a shuffle buffer): found by the
+    # pipeline at discovery; not part of the knob's identity or its fingerprint.
+    autotune: bool = field(default=True, compare=False)
 
     def grid(self) -> tuple[int, ...]:
         """The values one tuning step moves between, ``min`` and ``max`` included."""
@@ -106,8 +109,15 @@ class KnobSpace:
         return {k.name: k.min for k in self.knobs}
 
     def autotune(self) -> Config:
-        """Every knob handed to the framework's own tuner (tf.data AUTOTUNE)."""
-        return {k.name: AUTOTUNE for k in self.knobs}
+        """Every knob handed to the framework's own tuner (tf.data AUTOTUNE); a knob whose op
+        rejects AUTOTUNE (e.g. a shuffle buffer) stays at its default."""
+        return {k.name: AUTOTUNE if k.autotune else k.default for k in self.knobs}
+
+    def without_autotune(self, names: Iterable[str]) -> "KnobSpace":
+        """The same space with the named knobs marked as not accepting AUTOTUNE."""
+        names = set(names)
+        return KnobSpace(tuple(replace(k, autotune=False) if k.name in names else k
+                               for k in self.knobs))
 
     def validate(self, config: Mapping[str, int], *, partial: bool = False) -> Config:
         """Check a config against the space; return a complete copy (missing knobs at default).
@@ -237,7 +247,8 @@ class Knobs:
             default = lo
         default = _check_bound(name, "default", default)
         if default != AUTOTUNE and not lo <= default <= hi:
-            raise KnobError(f"knob {name!r}: default {default} is outside [{lo}, {hi}]")
+            raise KnobError(f"knob {name!r}: default {default} is outside [{lo}, {hi}]; "
+                            "change the default or widen the bounds")
         knob = Knob(name=name, kind=kind, min=lo, max=hi, default=default)
         self._declared[name] = knob
         return self._value(knob)

@@ -10,13 +10,17 @@ uses it. ``Pipeline.load`` accepts the factory, a ``"module:attr"`` string or an
 from __future__ import annotations
 
 import importlib
+import inspect
+import logging
 import os
 import sys
 from typing import Any, Callable, Mapping
 
 from . import adapters
 from .errors import KnobError, PipelineError
-from .knobs import Knobs, KnobSpace
+from .knobs import AUTOTUNE, Knobs, KnobSpace
+
+log = logging.getLogger(__name__)
 
 _FORM = '"package.module:function" (e.g. "examples.criteo:criteo_pipeline")'
 
@@ -79,6 +83,7 @@ class Pipeline:
         self.factory = factory
         self.kwargs = dict(kwargs or {})
         self.ref = ref or _ref_of(factory)
+        _check_kwargs(factory, self.kwargs, self.name)
         self._space: KnobSpace | None = None
         self._adapter = None
         self._implicit: tuple[str, ...] = ()
@@ -103,7 +108,12 @@ class Pipeline:
 
     @property
     def name(self) -> str:
-        return self.ref or repr(self.factory)
+        """The ``"module:function"`` reference, or for a factory that has none (defined in
+        ``__main__`` or inside a function) its ``module:qualname`` for messages."""
+        if self.ref:
+            return self.ref
+        module, qual = getattr(self.factory, "__module__", None), getattr(self.factory, "__qualname__", None)
+        return f"{module}:{qual}" if module and qual else repr(self.factory)
 
     def __repr__(self) -> str:
         kw = f", {self.kwargs}" if self.kwargs else ""
@@ -118,8 +128,7 @@ class Pipeline:
         except Exception as exc:
             raise PipelineError(
                 f"pipeline factory {self.name} raised {type(exc).__name__}: {exc}. "
-                "Fix the factory or its arguments (the original traceback is chained "
-                "below)") from exc
+                "Fix the factory or its arguments") from exc
         adapter = adapters.adapter_for(ds)
         if adapter is None:
             kind = f"{type(ds).__module__}.{type(ds).__qualname__}"
@@ -142,6 +151,30 @@ class Pipeline:
         self._batch_size = adapter.batch_size(ds)
         self._batch_known = self._batch_size is not None
         self._space = space
+        if adapter.FRAMEWORK == "tf.data":   # torchdata replaces AUTOTUNE with values itself
+            rejected = self._autotune_rejected()
+            if rejected:
+                self._space = space.without_autotune(rejected)
+
+    def _autotune_rejected(self) -> list[str]:
+        """Knobs whose op rejects AUTOTUNE when built (a shuffle buffer): one dry build with
+        every knob at AUTOTUNE and, only if that fails, one per knob (the rest at defaults)."""
+        def builds(config) -> bool:
+            try:
+                self.build(config)
+                return True
+            except Exception:  # noqa: BLE001 - any build error marks the config as rejected
+                return False
+
+        space = self._space
+        if builds(space.autotune()):
+            return []
+        rejected = [k.name for k in space if not builds({k.name: AUTOTUNE})]
+        if not rejected or not builds(space.without_autotune(rejected).autotune()):
+            rejected = list(space.names)     # only a combination fails: use the defaults
+        log.info("pipeline %s: knob(s) %s do not accept AUTOTUNE; its AUTOTUNE baseline keeps "
+                 "them at their defaults", self.name, rejected)
+        return rejected
 
     @property
     def space(self) -> KnobSpace:
@@ -173,8 +206,9 @@ class Pipeline:
             try:
                 self._stages = self._adapter.locate_stages(
                     self.space, lambda config: self.iterate(self.build(config)))
-            except Exception:  # noqa: BLE001 - no signals is a supported state
-                pass
+            except Exception as e:  # noqa: BLE001 - no signals is a supported state
+                log.info("pipeline %s: no per-stage signals, locating them failed: %s: %s",
+                         self.name, type(e).__name__, " ".join(str(e).split())[:300])
         return self._stages
 
     # -- building --------------------------------------------------------------------
@@ -265,6 +299,25 @@ class Pipeline:
             self._batch_size = adapters.leading_dim(self.first_element())
             self._batch_known = True
         return self._batch_size
+
+
+def _check_kwargs(factory: Callable, kwargs: Mapping[str, Any], name: str) -> None:
+    """A keyword the factory does not take fails at once: it would fail every build.
+
+    A missing required argument is left to the build (it may come with ``build(**kw)``).
+    """
+    try:
+        params = list(inspect.signature(factory).parameters.values())
+    except (TypeError, ValueError):   # a builtin or an object without a signature
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return
+    takes = [p.name for p in params[1:] if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    unknown = sorted(set(kwargs) - set(takes))
+    if unknown:
+        raise PipelineError(f"pipeline factory {name} takes no argument(s) {unknown}; its "
+                            f"arguments after knobs are {takes}. Fix the name in "
+                            "pipeline_kwargs (or --arg)")
 
 
 def _ref_of(factory) -> str | None:

@@ -1,5 +1,8 @@
 """Progress reporting while tuning: a live line on a terminal, log lines otherwise, or a callback.
 
+Off a terminal the lines go through ``logging`` (logger ``intune_flow.search``, INFO) when
+the app has configured it, else plainly to stderr.
+
 Events are dicts with at least ``event`` ("start", "measure", "rebase", "done"),
 ``method``, ``step``, ``config``, ``throughput``, ``best`` and ``status``.
 """
@@ -48,11 +51,19 @@ class TerminalLine:
 
 
 def log_lines(ev: dict) -> None:
-    log.info(format_event(ev))
+    """An INFO log line; plain stderr while the app has not configured logging.
+
+    Unconfigured, Python's last-resort handler drops INFO and a batch job would show no
+    progress; a library must not configure logging itself, so it writes the line instead.
+    """
+    if log.hasHandlers():
+        log.info(format_event(ev))
+    else:
+        print(format_event(ev), file=sys.stderr, flush=True)
 
 
 def make_progress(progress) -> Progress:
-    """None: a live line on a terminal, log lines otherwise; False: silent; a callable: itself."""
+    """None: a live line on a terminal, else :func:`log_lines`; False: silent; a callable: it."""
     if progress is False:
         return lambda ev: None
     if callable(progress):

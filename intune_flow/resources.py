@@ -75,10 +75,23 @@ def current_rss() -> int:
     return psutil.Process().memory_info().rss
 
 
-def hardware_class(cpu_budget: float | None = None, ram_budget: int | None = None) -> str:
-    """A coarse machine class for cache keys: usable cores and a power-of-two RAM bucket."""
+def machine_ram() -> int:
+    """Bytes of memory this process's machine has in all: physical RAM, capped by the cgroup limit."""
+    total = psutil.virtual_memory().total
+    limit = _cgroup_memory_limit()
+    return int(min(total, limit) if limit else total)
+
+
+def hardware_class(cpu_budget: float | None = None, ram: int | None = None) -> str:
+    """A coarse machine class for cache keys: usable cores and a power-of-two bucket of the
+    machine's memory (``ram``, default :func:`machine_ram`).
+
+    Not the RAM budget: the default budget follows the memory free at the moment, so a
+    class built on it changed between nightly runs. A cached config is probed under
+    today's budget before it is used, so a smaller budget is still honoured.
+    """
     cores = usable_cpus() if cpu_budget is None else cpu_budget
-    ram = default_ram_budget() if ram_budget is None else ram_budget
+    ram = machine_ram() if ram is None else ram
     gib_bucket = 2 ** max(0, math.floor(math.log2(max(ram, 1) / 2**30))) if ram >= 2**30 else 0
     return f"cpu{cores:g}-ram{gib_bucket}g"
 

@@ -27,7 +27,7 @@ from .cache import default_cache_dir
 from .cache.keys import CacheKey, make_key
 from .cache.records import (Lookup, Record, hardware_info, read, summarize_history,
                             transfer_candidates, write_best)
-from .errors import IntuneError, TuningError
+from .errors import IntuneError, KnobError, TuningError
 from .measurement import Measurement
 from .resources import default_ram_budget, hardware_class, parse_bytes, usable_cpus
 from .result import TuneResult
@@ -194,7 +194,7 @@ def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
     pipe = Pipeline.load(pipeline, **(pipeline_kwargs or {}))
     started = time.perf_counter()
     run = _Run(primary=primary, cache=primary, strict=strict)
-    hw = hardware_class(cpu, ram)
+    hw = hardware_class(cpu)
     base = dict(cpu_budget=cpu, ram_budget=ram, method=method, pipeline=pipe.ref,
                 hardware_class=hw, _pipeline=pipe)
     state = {"record": None, "key": None, "fingerprint": None, "space": None}
@@ -205,6 +205,8 @@ def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
     except TuningError:
         raise
     except Exception as exc:  # noqa: BLE001 - any failure: fall back (or raise when strict)
+        if isinstance(exc, KnobError) and state["space"] is None:
+            raise   # the factory declares its knobs wrongly: no config could build, not even defaults
         reason = _describe(exc)
         if strict:
             raise TuningError(f"tuning {pipe.name} failed: {reason}") from exc

@@ -52,6 +52,16 @@ def test_load_pipeline_returns_it_or_merges_kwargs():
     assert q.kwargs == {"batch_size": 4, "n": 32} and q.factory is tiny
 
 
+def test_a_factory_without_an_importable_reference_is_named_by_module_and_qualname():
+    def local(knobs):
+        return tf.data.Dataset.range(4)
+
+    p = Pipeline.load(local)
+    assert p.ref is None    # not importable again: result.build() must not try
+    assert p.name == f"{__name__}:test_a_factory_without_an_importable_reference_is_named_by_module_and_qualname.<locals>.local"
+    assert "<function" not in p.name
+
+
 def test_build_applies_config_threadpool_and_autotune():
     p = Pipeline.load(tiny)
     ds = p.build({"map": 3, "threadpool": 7})
@@ -62,6 +72,27 @@ def test_build_applies_config_threadpool_and_autotune():
     own = Pipeline.load(own_threadpool)
     assert own.implicit_knobs == () and own.space["threadpool"].max == 8
     assert own.build({"threadpool": 5}).options().threading.private_threadpool_size == 5
+
+
+def shuffled(knobs):
+    ds = tf.data.Dataset.range(1000).repeat()
+    ds = ds.shuffle(knobs.buffer("shuffle", min=16, max=1024, default=64))
+    ds = ds.map(lambda i: i * 2, num_parallel_calls=knobs.parallelism("map", max=8))
+    return ds.batch(8).prefetch(knobs.buffer("prefetch", max=16))
+
+
+def test_the_autotune_baseline_keeps_knobs_that_reject_autotune_at_their_default():
+    # tf.data's shuffle rejects buffer_size=AUTOTUNE when the dataset is built.
+    p = Pipeline.load(shuffled)
+    assert p.space.autotune() == {"shuffle": 64, "map": AUTOTUNE, "prefetch": AUTOTUNE,
+                                  "threadpool": AUTOTUNE}
+    assert next(iter(p.build(p.space.autotune()))).shape == (8,)
+    with pytest.raises(Exception, match="buffer_size"):
+        p.build({"shuffle": AUTOTUNE})          # the knob itself still takes what it is given
+    # Not part of the knob's identity: the fingerprint and the space compare as before.
+    assert p.space == p.space.without_autotune([]) == p.space.without_autotune(["map"])
+    assert Pipeline.load(tiny).space.autotune() == {"map": AUTOTUNE, "prefetch": AUTOTUNE,
+                                                    "threadpool": AUTOTUNE}
 
 
 def test_schema_and_batch_size():

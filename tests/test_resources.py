@@ -39,3 +39,6 @@ def test_parse_bytes_rejects_nonsense(bad):
 def test_hardware_class_buckets_ram():
     assert resources.hardware_class(2, 3 * 2**30) == "cpu2-ram2g"
     assert resources.hardware_class(16, 64 * 2**30) == "cpu16-ram64g"
+    # By default the machine's memory, not what happens to be free: stable across runs.
+    assert resources.hardware_class(2) == resources.hardware_class(2, resources.machine_ram())
+    assert 0 < resources.available_ram() <= resources.machine_ram()

@@ -7,6 +7,9 @@ import hashlib
 import importlib
 import json
 import logging
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import tensorflow as tf
@@ -88,12 +91,23 @@ def lenient(monkeypatch):
     ({"cpu_budget": 10_000}, "cores this process may use"),
     ({"window_s": 0}, "window_s"),
     ({"pipeline_kwargs": ["files"]}, "pipeline_kwargs"),
+    ({"pipeline_kwargs": {"n_rows": 5}}, "takes no argument(s) ['n_rows']"),
     ({"seed": "x"}, "seed"),
 ])
 def test_bad_arguments_raise_clear_errors(kwargs, words):
     with pytest.raises(IntuneError) as err:
         tune(TINY, strict=False, **kwargs)
     assert words in str(err.value)
+
+
+def badly_declared(knobs):
+    return tf.data.Dataset.range(8).repeat().prefetch(knobs.buffer("prefetch", min=8, max=4))
+
+
+def test_a_factory_that_declares_its_knobs_wrongly_raises_instead_of_falling_back(cache_dir):
+    # Nothing could build, not even the defaults to fall back to: the message says what to fix.
+    with pytest.raises(IntuneError, match=r"min \(8\) is greater than max \(4\); swap them"):
+        tune("tests.test_tune:badly_declared", budget_s=2, cache=cache_dir, **FAST)
 
 
 def test_bad_pipeline_reference_raises():
@@ -142,6 +156,32 @@ def test_fallback_when_every_probe_fails(cache_dir):
     with pytest.raises(TuningError):
         tune("tests.test_tune:failing_iteration", budget_s=3, cache=cache_dir, method="random",
              strict=True, **FAST)
+
+
+# -- progress off a terminal ------------------------------------------------------------------
+_PROGRESS_SCRIPT = """
+from intune_flow import tune
+tune("tests.test_tune:tiny_pipeline", budget_s=2, window_s=0.3, cache="memory://p", seed=0)
+"""
+
+
+def test_progress_off_a_terminal_without_logging_configured_goes_to_stderr():
+    """A batch job (stderr not a tty) that never configured logging still sees progress:
+    Python's last-resort handler would drop the INFO lines, so they are printed plainly."""
+    proc = subprocess.run([sys.executable, "-c", _PROGRESS_SCRIPT],
+                          cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if "] step " in line or "done after" in line]
+    assert any("done after" in line for line in lines), proc.stderr
+    assert all(line.startswith("[") for line in lines), lines
+
+
+def test_progress_off_a_terminal_goes_through_the_apps_logging_once_configured(caplog):
+    with caplog.at_level(logging.INFO, logger="intune_flow.search"):
+        tune(TINY, budget_s=2, cache="memory://progress-logging", window_s=0.3, seed=0)
+    lines = [r.getMessage() for r in caplog.records if r.name == "intune_flow.search"]
+    assert any("done after" in line for line in lines), lines
 
 
 # -- cold, warm, drift, transfer, damage on the tiny pipeline -------------------------------
@@ -205,6 +245,16 @@ def test_other_hardware_class_transfers(cache_dir):
     assert moved.history[0].config == cold.config           # started from the other record
     keys = get_cache(cache_dir).records()
     assert set(keys) == {cold.cache_key, moved.cache_key}
+
+
+def test_a_different_ram_budget_reuses_the_record_of_the_same_machine(cache_dir):
+    # The default RAM budget follows the free memory; keying records on it made nightly
+    # runs near a power-of-two edge miss their own record.
+    cold = tune(TINY, budget_s=2, cache=cache_dir, ram_budget="20GiB", **FAST)
+    warm = tune(TINY, budget_s=2, cache=cache_dir, ram_budget="3GiB", **FAST)
+    assert warm.cache_key == cold.cache_key and warm.hardware_class == cold.hardware_class
+    assert warm.source in ("cache", "refined")
+    assert warm.ram_budget == 3 * 2**30
 
 
 def test_result_roundtrip_json(cache_dir):
