@@ -46,11 +46,11 @@ def test_continuous_mode_reallocates_when_affinity_shrinks():
                and m.config != out.history[cut - 2].config for m in after)
 
 
-def test_intune_on_a_real_latency_bound_pipeline_scales_out_and_measures_autotune():
+def test_intune_on_a_real_latency_bound_pipeline_grows_the_blocking_stage_and_measures_autotune():
     """The probe's stage signals show the blocking stage saturated on an idle CPU: the
-    first jump quadruples it (and the pool), and tf.data's own AUTOTUNE is measured once
-    as a floor for the result."""
-    from intune_flow.agent.walk import SCALE_FACTOR, scaled
+    first jump grows it by the CPU's headroom (and the pool with it), and tf.data's own
+    AUTOTUNE is measured once as a floor for the result."""
+    from intune_flow.agent.walk import rebalanced
     from intune_flow.knobs import AUTOTUNE
     from intune_flow.real_env import PipelineEnv
 
@@ -59,8 +59,11 @@ def test_intune_on_a_real_latency_bound_pipeline_scales_out_and_measures_autotun
     assert env.native_autotune
     out = run_search(env, "intune", start=env.space.ones(), budget_s=15.0, seed=0,
                      progress=False)
-    assert out.history[0].stage_signals["read"] >= 0.8
-    assert out.history[1].config == scaled(env.space, env.space.ones(), SCALE_FACTOR)
+    first = out.history[0]
+    assert first.stage_signals["read"] >= 0.8
+    jump = out.history[1].config
+    assert jump == rebalanced(env.space, first)
+    assert jump["read"] > 1 and jump["threadpool"] >= jump["read"]
     assert sum(set(m.config.values()) == {AUTOTUNE} for m in out.history) >= 1
     # Blocking 5 ms calls: four times the calls deliver far more than one.
     assert out.best.throughput >= 2.5 * out.start.throughput
