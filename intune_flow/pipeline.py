@@ -110,10 +110,7 @@ class Pipeline:
     def name(self) -> str:
         """The ``"module:function"`` reference, or for a factory that has none (defined in
         ``__main__`` or inside a function) its ``module:qualname`` for messages."""
-        if self.ref:
-            return self.ref
-        module, qual = getattr(self.factory, "__module__", None), getattr(self.factory, "__qualname__", None)
-        return f"{module}:{qual}" if module and qual else repr(self.factory)
+        return self.ref or _qualname_of(self.factory) or repr(self.factory)
 
     def __repr__(self) -> str:
         kw = f", {self.kwargs}" if self.kwargs else ""
@@ -320,9 +317,15 @@ def _check_kwargs(factory: Callable, kwargs: Mapping[str, Any], name: str) -> No
                             "pipeline_kwargs (or --arg)")
 
 
+def _qualname_of(factory) -> str | None:
+    """``"module:qualname"`` of a function or class, else None."""
+    module, qual = getattr(factory, "__module__", None), getattr(factory, "__qualname__", None)
+    return f"{module}:{qual}" if module and qual else None
+
+
 def _ref_of(factory) -> str | None:
     """``"module:qualname"`` of a module-level function (usable to load it again), else None."""
-    module, qual = getattr(factory, "__module__", None), getattr(factory, "__qualname__", None)
-    if not module or not qual or "<" in qual or module == "__main__":
+    name = _qualname_of(factory)
+    if name is None or "<" in name or name.startswith("__main__:"):
         return None
-    return f"{module}:{qual}"
+    return name

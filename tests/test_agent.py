@@ -204,13 +204,18 @@ def test_rebalance_shrinks_idle_stages_and_grows_saturated_ones():
     assert rebalanced(space, partial) == {"read": 16, "map": 16, "prefetch": 2, "pool": 32}
 
 
+def read_map_pool() -> KnobSpace:
+    """A blocking read, a map and the thread pool they share."""
+    return KnobSpace((Knob("read", "parallelism", 1, 256, 1), Knob("map", "parallelism", 1, 256, 1),
+                      Knob("pool", "threads", 1, 1024, 1)))
+
+
 def test_rebalance_never_shrinks_the_pool_below_a_growing_stage():
     # The latency-bound read of a real probe: read saturated on blocking calls, the pool
     # of 8 a third busy. Before, the pool shrank to 6 while read grew to 12, so the next
     # probe's read waited for pool threads and the start crawled.
     from intune_flow.agent.walk import rebalanced
-    space = KnobSpace((Knob("read", "parallelism", 1, 256, 1), Knob("map", "parallelism", 1, 256, 1),
-                       Knob("pool", "threads", 1, 1024, 1)))
+    space = read_map_pool()
     m = Measurement(config={"read": 3, "map": 1, "pool": 8}, throughput=1.0, cpu_util=0.23,
                     stage_signals={"read": 0.98, "map": 0.12, "pool": 0.39})
     assert rebalanced(space, m) == {"read": 12, "map": 1, "pool": 24}
@@ -221,15 +226,14 @@ def test_rebalance_never_shrinks_the_pool_below_a_growing_stage():
 
 def test_rebalance_sizes_every_stage_for_the_throughput_the_growth_should_bring():
     # All knobs at one on a latency-bound read: read saturated, the CPU 10% busy, so read
-    # grows 9x and throughput should follow. Parse, 10% busy today, would be 90% busy at
+    # grows 9x and throughput should follow. Map, 10% busy today, would be 90% busy at
     # that throughput: it grows with read instead of becoming the next probe's bottleneck.
     from intune_flow.agent.walk import rebalanced
-    space = KnobSpace((Knob("read", "parallelism", 1, 256, 1), Knob("parse", "parallelism", 1, 256, 1),
-                       Knob("pool", "threads", 1, 1024, 1)))
-    m = Measurement(config={"read": 1, "parse": 1, "pool": 2}, throughput=1.0, cpu_util=0.1,
-                    stage_signals={"read": 0.98, "parse": 0.1, "pool": 0.5})
-    assert rebalanced(space, m) == {"read": 12, "parse": 2, "pool": 16}
+    space = read_map_pool()
+    m = Measurement(config={"read": 1, "map": 1, "pool": 2}, throughput=1.0, cpu_util=0.1,
+                    stage_signals={"read": 0.98, "map": 0.1, "pool": 0.5})
+    assert rebalanced(space, m) == {"read": 12, "map": 2, "pool": 16}
     # Without a saturated stage nothing should speed up: stages are sized for today.
     flat = Measurement(config=m.config, throughput=1.0, cpu_util=0.1,
-                       stage_signals={"read": 0.5, "parse": 0.1, "pool": 0.5})
+                       stage_signals={"read": 0.5, "map": 0.1, "pool": 0.5})
     assert rebalanced(space, flat) is None
