@@ -21,6 +21,33 @@ def test_interleaved_measures_a_config_found_twice_once_per_repeat():
     assert runs["c"] == runs["a"] and runs["c"] is not runs["a"]
 
 
+def test_the_second_pass_scores_each_method_against_the_winner_with_fresh_measurements():
+    from benchmarks.real_pipelines import second_pass
+    from intune_flow.measurement import Measurement
+
+    # First pass: optuna won by noise. Second pass: its config and intune's measure alike.
+    picks = {n: {"config": {"x": i}} for i, n in enumerate(
+        ("ones", "hillclimb", "random", "optuna", "intune_cold", "intune_warm"))}
+    picks["intune_warm"]["config"] = picks["intune_cold"]["config"]
+    first = {"ones": 10, "hillclimb": 80, "random": 85, "optuna": 100, "intune_cold": 88,
+             "intune_warm": 88}
+    rows = {n: {"throughput": {"median": float(v)}, "ram_violations": 0} for n, v in first.items()}
+    again = {0: 10.0, 1: 70.0, 2: 90.0, 3: 90.0, 4: 99.0}
+    measured = []
+
+    def measure(config):
+        measured.append(config["x"])
+        return Measurement(config=dict(config), throughput=again[config["x"]], status="ok")
+
+    out = second_pass(measure, picks, rows, 3, log=lambda *_: None)
+    assert out["winner"] == "optuna" and out["throughput"]["median"] == 90.0
+    assert sorted(set(measured)) == [1, 2, 3, 4] and len(measured) == 12   # not ones, warm = cold
+    assert rows["optuna"]["ratio_to_winner_2nd"] == 1.0
+    assert rows["intune_cold"]["ratio_to_winner_2nd"] == 1.1
+    assert rows["hillclimb"]["ratio_to_winner_2nd"] == pytest.approx(70 / 90, abs=1e-3)
+    assert "ratio_to_winner_2nd" not in rows["ones"]
+
+
 @pytest.mark.slow
 def test_real_case_measures_every_method_side_by_side_and_renders():
     from benchmarks.real_pipelines import Case, run_case
@@ -52,6 +79,8 @@ def test_real_case_measures_every_method_side_by_side_and_renders():
     table = real_table(real)
     assert "| intune_cold |" in table and "512 MiB over the process's RSS" in table
     assert any("interleaved" in line for line in logged)
+    assert out["second_pass"]["winner"] in rows and "2nd pass: the winner" in table
+    assert rows["intune_cold"]["ratio_to_winner_2nd"] > 0
     block = headline({**real, "cases": [out]}, None, None)
     assert "| sleepy |" in block
 
