@@ -19,3 +19,36 @@ class CacheError(IntuneError):
 
 class TuningError(IntuneError):
     """Tuning failed and strict mode asked for the failure to propagate."""
+
+
+def describe_error(exc: BaseException, limit: int = 600) -> str:
+    """A one-line summary of ``exc`` for logs and fallback reasons, at most ``limit`` characters.
+
+    Our own errors already read as sentences; others get their type name in front.
+    """
+    text = " ".join(_without_traceback(str(exc)).split()) or type(exc).__name__
+    text = text if isinstance(exc, IntuneError) else f"{type(exc).__name__}: {text}"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def _without_traceback(text: str) -> str:
+    """An error text without the Python traceback some frameworks embed in theirs.
+
+    TensorFlow puts a ``py_function``'s whole traceback, between graph-node names, into
+    its message: ``{{function_node ...}} RuntimeError: x Traceback ... RuntimeError: x [[...]]``.
+    What a reader needs is the exception line; the traceback is in the logs.
+    """
+    import re
+
+    text = re.sub(r"\{\{function_node [^}]*\}\}|\[\[\{\{node [^}]*\}\}\]\]", " ", text)
+    if _TRACEBACK not in text:
+        return text
+    head, _, tail = text.partition(_TRACEBACK)
+    raised = [line.strip() for line in tail.splitlines()
+              if re.match(r"\s*[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b", line)]
+    last = raised[-1] if raised else ""
+    head = head.strip()
+    return head if not last or last in head else f"{head} ({last})".strip()

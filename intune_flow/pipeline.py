@@ -17,7 +17,7 @@ import sys
 from typing import Any, Callable, Mapping
 
 from . import adapters
-from .errors import KnobError, PipelineError
+from .errors import KnobError, PipelineError, describe_error
 from .knobs import AUTOTUNE, Knobs, KnobSpace
 
 log = logging.getLogger(__name__)
@@ -204,8 +204,8 @@ class Pipeline:
                 self._stages = self._adapter.locate_stages(
                     self.space, lambda config: self.iterate(self.build(config)))
             except Exception as e:  # noqa: BLE001 - no signals is a supported state
-                log.info("pipeline %s: no per-stage signals, locating them failed: %s: %s",
-                         self.name, type(e).__name__, " ".join(str(e).split())[:300])
+                log.info("pipeline %s: no per-stage signals, locating them failed: %s",
+                         self.name, describe_error(e, limit=300))
         return self._stages
 
     # -- building --------------------------------------------------------------------
@@ -312,9 +312,9 @@ def _check_kwargs(factory: Callable, kwargs: Mapping[str, Any], name: str) -> No
     takes = [p.name for p in params[1:] if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     unknown = sorted(set(kwargs) - set(takes))
     if unknown:
-        raise PipelineError(f"pipeline factory {name} takes no argument(s) {unknown}; its "
-                            f"arguments after knobs are {takes}. Fix the name in "
-                            "pipeline_kwargs (or --arg)")
+        from .reference import unknown_arguments
+
+        raise PipelineError(unknown_arguments(name, unknown, takes))
 
 
 def _qualname_of(factory) -> str | None:

@@ -58,6 +58,10 @@ def test_test_dags_import_without_errors():
     ('pipeline="examples.criteo:criteo_pipeline", pipeline_kwargs=["f"]', "must be a dict"),
     ('pipeline="examples.criteo:criteo_pipeline", strict="yes"', "strict must be True or False"),
     ('"examples.criteo:criteo_pipeline"', "positional"),
+    ('pipeline="examples.criteo:criteo_pipline"',
+     "module 'examples.criteo' defines no 'criteo_pipline'; did you mean ['criteo_pipeline']"),
+    ('pipeline="examples.criteo:criteo_pipeline", pipeline_kwargs={"batchsize": 64}',
+     "takes no argument(s) ['batchsize'] (did you mean 'batchsize' -> 'batch_size'?)"),
 ])
 def test_bad_arguments_are_import_errors_with_clear_messages(args, message, request):
     from airflow.dag_processing.dagbag import DagBag
@@ -94,6 +98,13 @@ def test_operator_constructor_rejects_bad_arguments(kwargs, error):
         InTuneOperator(**args)
 
 
+def test_a_module_the_dag_processor_cannot_find_is_left_to_the_worker():
+    from intune_flow.airflow import InTuneOperator
+
+    op = InTuneOperator(task_id="t", pipeline="only_on_the_workers:factory")
+    assert op.pipeline == "only_on_the_workers:factory"
+
+
 def test_templated_arguments_are_checked_when_rendered_not_at_parse():
     from intune_flow.airflow import InTuneOperator
 
@@ -117,6 +128,20 @@ def test_decorator_rejects_bad_arguments_and_missing_parameter():
         intune_task(pipeline="m:f")(lambda data: data)
     with pytest.raises(IntuneError, match="names no argument"):
         intune_task(pipeline="m:f", pipeline_kwargs="files")(lambda data, intune=None: data)
+    with pytest.raises(IntuneError, match=r"intune_task does not render Jinja templates "
+                                          r"\(budget_s='\{\{ params.b \}\}'\).*InTuneOperator"):
+        intune_task(pipeline="m:f", budget_s="{{ params.b }}")
+
+
+def test_task_intune_names_a_misspelled_argument():
+    from airflow.sdk import task
+
+    import intune_flow.airflow  # noqa: F401  (registers @task.intune)
+
+    with pytest.raises(IntuneError, match=r"@task.intune got 'pipline' \(did you mean 'pipeline'\?\)"):
+        task.intune(pipline="m:f")
+    with pytest.raises(IntuneError, match=r"'budgt_s' \(did you mean 'budget_s'\?\)"):
+        task.intune(pipeline="m:f", budgt_s=8)
 
 
 def test_decorator_hides_the_injected_parameter_from_airflow():

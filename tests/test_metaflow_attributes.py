@@ -47,6 +47,9 @@ def test_strings_from_the_command_line_are_coerced():
     ({"pipeline": REF, "pipeline_kwargs": "{not json"}, "not JSON"),
     ({"pipeline": REF, "pipeline_kwargs": "[1, 2]"}, "must be a dict"),
     ({"pipeline": REF, "budgett": 3}, "does not know 'budgett'"),
+    ({"pipeline": "examples.criteo:criteo_pipeline", "pipeline_kwargs": {"batchsize": 64}},
+     r"pipeline_kwargs: .*takes no argument\(s\) \['batchsize'\] \(did you mean 'batchsize' -> "
+     r"'batch_size'\?\)"),
 ])
 def test_bad_attributes_name_the_problem(attrs, match):
     with pytest.raises(IntuneAttributeError, match=match):

@@ -222,3 +222,24 @@ def test_fingerprint_same_in_another_process():
             "print(Pipeline.load('tests.test_pipeline:tiny').fingerprint())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == Pipeline.load(tiny).fingerprint()
+
+
+def test_a_reference_is_checked_from_its_source_without_importing_it(tmp_path, monkeypatch):
+    from intune_flow.reference import check_reference
+
+    (tmp_path / "src_only_pipes.py").write_text(
+        "import no_such_dependency_xyz\n\n"
+        "def fixed(knobs, files, *, batch_size=8):\n    pass\n\n"
+        "def open_ended(knobs, **options):\n    pass\n\n"
+        "alias = fixed\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    check_reference("src_only_pipes:fixed", {"files": [], "batch_size": 4})
+    with pytest.raises(PipelineError, match=r"takes no argument\(s\) \['batch'\]"):
+        check_reference("src_only_pipes:fixed", {"batch": 4})
+    check_reference("src_only_pipes:open_ended", {"anything": 1})
+    check_reference("src_only_pipes:alias", {"anything": 1})      # not a def: left to the task
+    with pytest.raises(PipelineError, match=r"defines no 'fixd'; did you mean \['fixed'\]"):
+        check_reference("src_only_pipes:fixd")
+    with pytest.raises(PipelineError, match="no module named 'no_such_mod_xyz'"):
+        check_reference("no_such_mod_xyz:f")
+    assert "no_such_dependency_xyz" not in sys.modules and "src_only_pipes" not in sys.modules

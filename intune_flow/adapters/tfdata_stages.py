@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 
+from ..errors import describe_error
 from ..knobs import AUTOTUNE, Knob, KnobSpace
 
 log = logging.getLogger(__name__)
@@ -115,11 +116,6 @@ def _snapshot_of(build_and_iterate, config: dict) -> dict:
         del it
 
 
-def _reason(error: Exception) -> str:
-    text = " ".join(str(error).split())
-    return f"{type(error).__name__}: {text[:300]}"
-
-
 def locate(space: KnobSpace, base: dict, build_and_iterate) -> dict[str, list[tuple[int, str]]]:
     """Knob -> [(chain position, parameter name)] from two tagging builds per round.
 
@@ -145,7 +141,7 @@ def locate(space: KnobSpace, base: dict, build_and_iterate) -> dict[str, list[tu
             if len(group) > 1:
                 todo[:0] = [group[:len(group) // 2], group[len(group) // 2:]]
             else:
-                failed[group[0].name] = _reason(error)
+                failed[group[0].name] = describe_error(error, limit=300)
             continue
         for k in group:
             hits = [{(pos, p) for pos, (_, params, _) in snap.items()

@@ -15,6 +15,7 @@ as ``@task`` over ``@intune_task``; task arguments (``retries=...``) go with the
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 import logging
@@ -66,15 +67,18 @@ def intune_task(python_callable: Callable | None = None, *, pipeline, budget_s=6
     checked when the DAG file is parsed. The tuning summary is also pushed to XCom under
     the key ``"intune"``.
     """
-    arguments.check_all(pipeline=pipeline, budget_s=budget_s, cache=cache,
-                        aws_conn_id=aws_conn_id, cpu_budget=cpu_budget, ram_budget=ram_budget,
-                        strict=strict, method=method, window_s=window_s, timeout_s=timeout_s,
-                        pipeline_kwargs=pipeline_kwargs, allow_kwargs_name=True)
-    if not isinstance(inject_as, str) or not inject_as.isidentifier():
-        raise arguments.ArgumentError(f"inject_as must be an argument name, got {inject_as!r}")
     options = dict(pipeline=pipeline, budget_s=budget_s, cache=cache, aws_conn_id=aws_conn_id,
                    cpu_budget=cpu_budget, ram_budget=ram_budget, strict=strict, method=method,
                    window_s=window_s, timeout_s=timeout_s)
+    templated = [f"{k}={v!r}" for k, v in {**options, "pipeline_kwargs": pipeline_kwargs}.items()
+                 if isinstance(v, str) and arguments.is_deferred(v)]
+    if templated:
+        raise arguments.ArgumentError(
+            f"intune_task does not render Jinja templates ({', '.join(templated)}): pass plain "
+            "values, or use InTuneOperator, whose arguments are templated")
+    arguments.check_all(**options, pipeline_kwargs=pipeline_kwargs, allow_kwargs_name=True)
+    if not isinstance(inject_as, str) or not inject_as.isidentifier():
+        raise arguments.ArgumentError(f"inject_as must be an argument name, got {inject_as!r}")
 
     def decorate(fn):
         from airflow.sdk.bases.decorator import is_decorated_task
@@ -140,7 +144,14 @@ def task_intune(python_callable: Callable | None = None, **kwargs):
     """``@task.intune(pipeline=..., budget_s=..., <any @task argument>)``: tune, then run the function."""
     from airflow.sdk import task
 
-    tune_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in (*_TUNE_ARGS, "inject_as")}
+    ours = (*_TUNE_ARGS, "inject_as")
+    tune_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in ours}
+    # What is left goes to @task; a near miss of one of ours is a typo, not a @task argument.
+    typos = {k: difflib.get_close_matches(k, ours, n=1, cutoff=0.75) for k in kwargs}
+    typos = {k: m[0] for k, m in typos.items() if m and m[0] not in tune_kwargs}
+    if typos:
+        raise arguments.ArgumentError(
+            "@task.intune got " + ", ".join(f"{k!r} (did you mean {m!r}?)" for k, m in typos.items()))
     if "pipeline" not in tune_kwargs:
         raise arguments.ArgumentError("@task.intune needs pipeline='module:attribute'")
     wrap = intune_task(**tune_kwargs)

@@ -13,16 +13,13 @@ run's values on the task.
 
 from __future__ import annotations
 
-import ast
-import difflib
-import importlib.util
 import json
 import re
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..errors import CacheError, IntuneError
+from ..errors import CacheError, IntuneError, PipelineError
+from ..reference import check_reference
 from ..resources import parse_bytes
 
 DEFAULTS: dict[str, Any] = {
@@ -122,61 +119,11 @@ def check_pipeline(value) -> str | Callable:
             f"@intune pipeline={value!r} is malformed; write it as \"package.module:factory\" "
             "(e.g. \"examples.criteo:criteo_pipeline\")")
     ref = value.strip()
-    module, _, attr = ref.partition(":")
     try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):  # a parent package is missing or broken
-        spec = None
-    if spec is None:
-        raise IntuneAttributeError(
-            f"@intune pipeline={ref!r}: no module named {module!r} can be found; install it, "
-            "put its directory on PYTHONPATH, or fix the spelling")
-    names = _top_level_names(spec.origin)
-    if names is not None and attr.split(".")[0] not in names:
-        close = difflib.get_close_matches(attr, sorted(names), n=3)
-        hint = f"; did you mean {close}?" if close else ""
-        raise IntuneAttributeError(
-            f"@intune pipeline={ref!r}: module {module!r} defines no {attr!r}{hint}")
+        check_reference(ref, what="@intune pipeline")
+    except PipelineError as exc:
+        raise IntuneAttributeError(str(exc)) from None
     return ref
-
-
-_DYNAMIC = re.compile(r"\b(exec|setattr|globals|__getattr__)\b|sys\.modules|import \*")
-
-
-def _top_level_names(origin: str | None) -> set[str] | None:
-    """Names a module's source binds at top level (inside ``if``/``try`` blocks too), or
-    None when that cannot be read from the source (no source, or dynamic definitions)."""
-    if not origin or not origin.endswith(".py"):
-        return None
-    try:
-        source = Path(origin).read_text()
-        tree = ast.parse(source)
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
-        return None
-    if _DYNAMIC.search(source):
-        return None
-    names: set[str] = set()
-    todo = list(tree.body)
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
-        elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
-            bound = [node.target] if isinstance(node, ast.For) else [
-                i.optional_vars for i in getattr(node, "items", []) if i.optional_vars]
-            names.update(n.id for t in bound for n in ast.walk(t) if isinstance(n, ast.Name))
-            for part in ("body", "orelse", "finalbody", "handlers"):
-                todo.extend(getattr(node, part, []) or [])
-        elif isinstance(node, ast.ExceptHandler):
-            todo.extend(node.body)
-        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.NamedExpr):
-            names.add(node.value.target.id)
-    return names
 
 
 def _kwargs(value) -> dict:
@@ -255,6 +202,12 @@ def coerce(attributes: Mapping[str, Any], *, known_methods: tuple[str, ...] | No
         strict=_bool("strict", attrs["strict"]),
         pipeline_kwargs=_kwargs(attrs["pipeline_kwargs"]),
     )
+    if isinstance(settings.pipeline, str) and settings.pipeline_kwargs:
+        try:
+            check_reference(settings.pipeline, settings.pipeline_kwargs,
+                            what="@intune pipeline")
+        except PipelineError as exc:
+            raise IntuneAttributeError(f"@intune pipeline_kwargs: {exc}") from None
     if not _blank(attrs["cache"]):
         if not isinstance(attrs["cache"], str):
             raise IntuneAttributeError(

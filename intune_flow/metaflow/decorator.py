@@ -110,6 +110,20 @@ class IntuneDecorator(StepDecorator):
     # -- task ------------------------------------------------------------------------------
     def task_pre_step(self, step_name, task_datastore, metadata, run_id, task_id, flow, graph,
                       retry_count, max_user_code_retries, ubf_context, inputs):
+        self._flow = flow
+        self._in_body = False
+        self._failure = None
+        self.session = None
+        try:
+            self._pre_step(flow)
+        except Exception as exc:  # noqa: BLE001 - raised in the step instead, see task_decorate
+            # Raising here would cut the other decorators' task_pre_step short (the intune
+            # card's among them), so @catch would crash on a half-set-up card and Metaflow
+            # would call a strict failure an internal error. Raised as the step's first act,
+            # it is the step's exception: @catch catches it and @retry sees it as usual.
+            self._failure = exc
+
+    def _pre_step(self, flow) -> None:
         from metaflow import current
 
         if deferred(self.attributes):  # Parameters and callables: this run's values
@@ -118,8 +132,6 @@ class IntuneDecorator(StepDecorator):
             except IntuneAttributeError as exc:
                 raise IntuneDecoratorException(f"{self._where}: {exc}") from exc
             self.settings = self._coerce(values)
-        self._flow = flow
-        self._in_body = False
         cpu, ram = self._budgets()
         cache, origin = ((self.settings.cache, "decorator") if self.settings.cache is not None
                          else default_cache(self.datastore_type))
@@ -137,6 +149,11 @@ class IntuneDecorator(StepDecorator):
         @functools.wraps(step_func)
         def step_with_card(*args, **kwargs):
             deco._in_body = True  # current.card is ready from here on
+            if deco._failure is not None:
+                failure, deco._failure = deco._failure, None
+                intune_card.add_note(f"@intune failed before the step ran: {failure}",
+                                     logger=_log)
+                raise failure
             if deco.session is not None and deco.session.tuned:
                 intune_card.add_to_card(getattr(flow, ARTIFACT), logger=_log)
             return step_func(*args, **kwargs)
@@ -162,17 +179,19 @@ class IntuneDecorator(StepDecorator):
 
     def _budgets(self) -> tuple[float | None, int | None]:
         s = self.settings
-        cpu = s.cpu_budget
-        if cpu is None and self.resource_cpu is not None:
-            # @resources describes the machine the step asks for; run locally (or on a smaller
+        asked, by = ((s.cpu_budget, "cpu_budget") if s.cpu_budget is not None
+                     else (self.resource_cpu, "@resources"))
+        cpu = asked
+        if asked is not None:
+            # Both describe the machine the step is meant for; run locally (or on a smaller
             # machine) the step may use fewer cores, and tune() refuses more than it can use.
             from ..resources import usable_cpus
 
             usable = usable_cpus()
-            cpu = min(self.resource_cpu, usable)
-            if cpu < self.resource_cpu:
-                _log(f"@resources asks for {self.resource_cpu:g} CPUs but this machine gives the "
-                     f"step {usable:g}: tuning for {usable:g}")
+            cpu = min(asked, usable)
+            if cpu < asked:
+                _log(f"{by} asks for {asked:g} CPUs but this machine gives the step "
+                     f"{usable:g}: tuning for {usable:g}")
         ram = s.ram_budget if s.ram_budget is not None else self.resource_ram
         return cpu, ram
 

@@ -1,6 +1,7 @@
-"""A flow whose pipeline breaks while tuning: the step must still run (or fail with strict)."""
+"""A flow whose pipeline breaks while tuning: the step must still run, or with strict fail as
+the step's own exception (which @catch then catches, as it would any step failure)."""
 
-from metaflow import FlowSpec, Parameter, current, intune, step
+from metaflow import FlowSpec, Parameter, catch, current, intune, step
 
 
 class FallbackFlow(FlowSpec):
@@ -10,6 +11,7 @@ class FallbackFlow(FlowSpec):
     def start(self):
         self.next(self.train)
 
+    @catch(var="failure", print_exception=True)
     @intune(pipeline="tiny_pipelines:broken_pipeline", budget_s=2, window_s=0.3, strict=strict)
     @step
     def train(self):
