@@ -25,6 +25,10 @@ def _fmt_config(config: dict, limit: int = 70) -> str:
 
 def format_event(ev: dict) -> str:
     """One human line for an event."""
+    if ev["event"] == "start":
+        budget = f", budget {ev['budget_s']:g} s" if ev.get("budget_s") else ""
+        return (f"[{ev['method']}] start{budget}: measuring the start config "
+                f"{_fmt_config(ev.get('config', {}))}")
     if ev["event"] == "done":
         return (f"[{ev['method']}] done after {ev['step']} steps, {ev.get('elapsed', 0):.1f}s: "
                 f"best {ev['best']:,.0f}/s ({ev.get('stopped', '')}) {_fmt_config(ev['config'])}")

@@ -18,7 +18,7 @@ class TuneResult:
     ``source`` says where the config came from:
 
     - ``"cache"``: an exact cache hit, confirmed by a short verification probe
-    - ``"refined"``: a hit whose config now delivers < 90% of its recorded throughput
+    - ``"refined"``: a hit whose config now delivers < 80% of its recorded throughput
       (data or machine drift), fine-tuned from the cached policy on a short budget
     - ``"transferred"``: no record for this hardware class; started from the record of
       the same schema and knob space on another class, on a short budget
@@ -51,19 +51,28 @@ class TuneResult:
     cache_uri: str | None = None         # the cache actually used (the local fallback on an outage)
     hardware_class: str | None = None
     warnings: list[str] = field(default_factory=list)
+    pipeline_kwargs: dict = field(default_factory=dict)      # the factory arguments build() reuses
+    pipeline_kwargs_not_kept: list[str] = field(default_factory=list)  # not JSON, or secret-like
     _pipeline: Any = field(default=None, repr=False, compare=False)
 
     def build(self, **factory_kwargs):
-        """The dataset with the chosen config (``factory_kwargs`` override the tuning-time ones)."""
+        """The dataset with the chosen config and the tuning-time factory arguments
+        (``factory_kwargs`` override them). In another process (``from_dict``), arguments
+        the result could not keep (``pipeline_kwargs_not_kept``) must be passed again."""
+        from .errors import PipelineError
         from .pipeline import Pipeline
 
         if self._pipeline is not None:
             pipe = Pipeline.load(self._pipeline, **factory_kwargs)
         elif self.pipeline:
-            pipe = Pipeline.load(self.pipeline, **factory_kwargs)
+            missing = [n for n in self.pipeline_kwargs_not_kept if n not in factory_kwargs]
+            if missing:
+                raise PipelineError(
+                    f"{self.pipeline} was tuned with factory arguments {missing} that the result "
+                    f"does not keep (not JSON, or named like a secret); pass them again: "
+                    f"result.build({', '.join(f'{n}=...' for n in missing)})")
+            pipe = Pipeline.load(self.pipeline, **{**self.pipeline_kwargs, **factory_kwargs})
         else:
-            from .errors import PipelineError
-
             raise PipelineError("this result does not know its pipeline (it was tuned from a "
                                 "function that is not importable as module:attr); call "
                                 "Pipeline.load(factory).build(result.config) instead")
@@ -101,6 +110,45 @@ class TuneResult:
         return (f"source={self.source} throughput={self.throughput:,.0f}/s "
                 f"start={self.start_throughput:,.0f}/s tuning={self.tuning_seconds:.1f}s "
                 f"config={self.config}{extra}")
+
+
+SECRET_LIKE = ("secret", "password", "passwd", "token", "credential", "access_key", "private_key",
+               "api_key")
+
+
+def portable_kwargs(kwargs: dict) -> tuple[dict, list[str]]:
+    """The factory arguments a result can carry to another process, and the names it cannot.
+
+    Kept: values that survive a JSON round trip (tuples as lists). Not kept: anything else
+    (paths, arrays, clients) and arguments named like a secret, since results travel
+    through XCom, Metaflow artifacts and logs.
+    """
+    import json
+
+    kept, dropped = {}, []
+    for name, value in kwargs.items():
+        if any(word in name.lower() for word in SECRET_LIKE):
+            dropped.append(name)
+            continue
+        try:
+            clean = _clean(value)
+            ok = json.loads(json.dumps(clean)) == clean and _plain(value)
+        except (TypeError, ValueError):
+            ok = False
+        if ok:
+            kept[name] = clean
+        else:
+            dropped.append(name)
+    return kept, dropped
+
+
+def _plain(value) -> bool:
+    """Only JSON's own kinds (and tuples), all the way down."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v) for v in value)
+    return value is None or isinstance(value, (str, int, float, bool))
 
 
 def _clean(value):

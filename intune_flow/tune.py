@@ -27,10 +27,11 @@ from .cache import default_cache_dir
 from .cache.keys import CacheKey, make_key
 from .cache.records import (Lookup, Record, hardware_info, read, summarize_history,
                             transfer_candidates, write_best)
-from .errors import IntuneError, KnobError, TuningError
+from .errors import IntuneError, KnobError, TuningError, describe_error
 from .measurement import Measurement
-from .resources import default_ram_budget, hardware_class, parse_bytes, usable_cpus
-from .result import TuneResult
+from .resources import (current_rss, default_ram_budget, hardware_class, machine_ram,
+                        parse_bytes, usable_cpus)
+from .result import TuneResult, portable_kwargs
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,17 @@ WARM_FRACTION = 0.25
 """Refining and transferring get this fraction of ``budget_s`` (at least ``WARM_MIN_S``)."""
 WARM_MIN_S = 5.0
 
+SEARCH_WINDOW_S = (0.75, 2.0)
+"""A search's probe window when the caller sets no ``window_s``: 1/20 of its budget,
+within these bounds, so that a short budget (a 10 s cold search, a 5 s refine) still holds
+several measurements instead of one or two."""
+
+PROBE_WARMUP_S = 0.5
+"""A search probe's warm-up before its window: at most half the window."""
+
+SEARCHING = ("intune", "hillclimb", "random", "optuna")
+"""Methods that search; the others pick their config by a rule and measure only it."""
+
 VERIFY_WINDOW_S = 0.75
 VERIFY_WARMUP_S = 0.2
 """The verification probe of a cached config: a short window after a short warm-up
@@ -72,7 +84,7 @@ class _Failure(IntuneError):
 
 
 def _check_args(budget_s, cpu_budget, ram_budget, method, window_s, timeout_s, pipeline_kwargs,
-                seed):
+                seed, strict=False, progress=None):
     """User errors raise whatever ``strict`` says. Returns (cpu_budget, ram_budget)."""
     if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) \
             or not math.isfinite(budget_s) or budget_s <= 0:
@@ -94,6 +106,22 @@ def _check_args(budget_s, cpu_budget, ram_budget, method, window_s, timeout_s, p
             ram_budget = parse_bytes(ram_budget)
         except ValueError as exc:
             raise IntuneError(f"ram_budget: {exc}") from None
+        rss = current_rss()
+        if ram_budget <= rss:
+            raise IntuneError(f"ram_budget={ram_budget / 2**20:,.0f} MiB is below what this process "
+                              f"already holds ({rss / 2**20:,.0f} MiB RSS), so no config could "
+                              f"fit; give more (e.g. ram_budget=\"{(rss + 2**30) / 2**30:.0f}GiB\") "
+                              "or leave it None")
+        if ram_budget > machine_ram():
+            log.warning("ram_budget=%.1f GiB is more than this machine's %.1f GiB: the memory "
+                        "guard cannot stop a config before the machine runs out",
+                        ram_budget / 2**30, machine_ram() / 2**30)
+    if not isinstance(strict, bool):
+        raise IntuneError(f"strict must be True or False, got {strict!r}")
+    if not (progress is None or isinstance(progress, bool) or callable(progress)):
+        raise IntuneError(f"progress must be None (a live line on a terminal, log lines "
+                          f"elsewhere), False (silent) or a callable taking an event dict, got "
+                          f"{progress!r}")
     for name, value in (("window_s", window_s), ("timeout_s", timeout_s)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or not math.isfinite(value) or value <= 0):
@@ -186,7 +214,7 @@ def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
     tuning return ``source="fallback"``, or raise :class:`TuningError` with ``strict=True``.
     """
     cpu, ram = _check_args(budget_s, cpu_budget, ram_budget, method, window_s, timeout_s,
-                           pipeline_kwargs, seed)
+                           pipeline_kwargs, seed, strict, progress)
     primary = get_cache(cache, s3_client=s3_client)
 
     from .pipeline import Pipeline
@@ -195,8 +223,10 @@ def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
     started = time.perf_counter()
     run = _Run(primary=primary, cache=primary, strict=strict)
     hw = hardware_class(cpu)
+    kept, not_kept = portable_kwargs(pipe.kwargs)
     base = dict(cpu_budget=cpu, ram_budget=ram, method=method, pipeline=pipe.ref,
-                hardware_class=hw, _pipeline=pipe)
+                hardware_class=hw, pipeline_kwargs=kept, pipeline_kwargs_not_kept=not_kept,
+                _pipeline=pipe)
     state = {"record": None, "key": None, "fingerprint": None, "space": None}
     try:
         result = _tune(pipe, run, state, base, budget_s=float(budget_s), window_s=window_s,
@@ -207,7 +237,7 @@ def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
     except Exception as exc:  # noqa: BLE001 - any failure: fall back (or raise when strict)
         if isinstance(exc, KnobError) and state["space"] is None:
             raise   # the factory declares its knobs wrongly: no config could build, not even defaults
-        reason = _describe(exc)
+        reason = describe_error(exc)
         if strict:
             raise TuningError(f"tuning {pipe.name} failed: {reason}") from exc
         result = _fallback(state, base, reason)
@@ -219,8 +249,8 @@ def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
             raise
         except Exception as exc:  # noqa: BLE001 - a failed write must not fail the run
             if strict:
-                raise TuningError(f"writing the cache record failed: {_describe(exc)}") from exc
-            msg = f"could not store the tuning record: {_describe(exc)}"
+                raise TuningError(f"writing the cache record failed: {describe_error(exc)}") from exc
+            msg = f"could not store the tuning record: {describe_error(exc)}"
             log.warning(msg)
             result.warnings.append(msg)
         result.tuning_seconds = time.perf_counter() - started   # the write is part of tuning
@@ -230,12 +260,6 @@ def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
     result.warnings = run.warnings + result.warnings
     log.info("tune %s: %s", pipe.name, result.summary())
     return result
-
-
-def _describe(exc: BaseException, limit: int = 600) -> str:
-    text = str(exc) or type(exc).__name__
-    text = text if isinstance(exc, IntuneError) else f"{type(exc).__name__}: {text}"
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _fallback(state: dict, base: dict, reason: str) -> TuneResult:
@@ -275,6 +299,8 @@ def _tune(pipe, run: _Run, state: dict, base: dict, *, budget_s, window_s, timeo
     if timeout_s is not None:
         env_kw["timeout_s"] = float(timeout_s)
     env = PipelineEnv(pipe, cpu_budget=base["cpu_budget"], ram_budget=base["ram_budget"], **env_kw)
+    state["auto_window"] = window_s is None
+    env.warmup_s = min(PROBE_WARMUP_S, env.window_s / 2)
     common = dict(fingerprint=fingerprint, cache_key=str(key), **base)
     warm_budget = min(budget_s, max(WARM_MIN_S, WARM_FRACTION * budget_s))
 
@@ -398,9 +424,18 @@ def _usable_policy(run: _Run, found: Lookup, key: CacheKey, record: Record):
     return policy
 
 
+def search_window(budget_s: float) -> float:
+    """The probe window of a search of ``budget_s`` seconds when the caller sets none."""
+    low, high = SEARCH_WINDOW_S
+    return min(high, max(low, budget_s / 20))
+
+
 def _search(env, method, *, start, budget_s, policy, seed, progress, state, prior=()):
     from .search import run_search
 
+    if state.get("auto_window"):
+        env.window_s = search_window(budget_s)
+        env.warmup_s = min(PROBE_WARMUP_S, env.window_s / 2)
     outcome = run_search(env, method, start=start, budget_s=budget_s, policy_state=policy,
                          seed=seed, progress=progress)
     state["history"] = list(prior) + list(outcome.history)
@@ -416,11 +451,35 @@ def _search(env, method, *, start, budget_s, policy, seed, progress, state, prio
 def _from_outcome(outcome, source, reason, common, state, prior=()) -> TuneResult:
     best, start = outcome.best, outcome.start
     confirm = [state["confirm"]] if state.get("confirm") is not None else []
-    return TuneResult(config=dict(best.config), throughput=best.throughput,
-                      start_config=dict(start.config) if start else {},
-                      start_throughput=start.throughput if start and start.ok else 0.0,
-                      source=source, reason=reason or None,
-                      history=list(prior) + list(outcome.history) + confirm, **common)
+    result = TuneResult(config=dict(best.config), throughput=best.throughput,
+                        start_config=dict(start.config) if start else {},
+                        start_throughput=start.throughput if start and start.ok else 0.0,
+                        source=source, reason=reason or None,
+                        history=list(prior) + list(outcome.history) + confirm, **common)
+    if common["method"] in SEARCHING and start is not None and not _moved(outcome):
+        # Only the start was measured: caching it would make the next run a hit on an
+        # untuned (or, after drift, stale) config. Say so and let the next run search.
+        state["write"] = None
+        per = outcome.seconds / max(1, len(outcome.history))
+        msg = (f"the budget of this search ({outcome.seconds:.1f} s) held no step beyond the "
+               f"start config (about {per:.1f} s per measurement), so the start config is "
+               f"returned as it was and nothing was cached; give budget_s at least "
+               f"{_enough(per, source):.0f} s, or a shorter window_s")
+        log.warning(msg)
+        result.warnings.append(msg)
+    return result
+
+
+def _moved(outcome) -> bool:
+    """Whether the search measured any config besides its start."""
+    start = outcome.start.config
+    return any(m.config != start for m in outcome.history)
+
+
+def _enough(per_measurement: float, source: str) -> float:
+    """A budget_s that holds about eight measurements in a search of this ``source``."""
+    need = 8 * per_measurement
+    return need if source == "tuned" else max(WARM_MIN_S, need) / WARM_FRACTION
 
 
 def _write_back(run: _Run, state: dict, result: TuneResult) -> None:

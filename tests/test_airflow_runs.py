@@ -9,7 +9,7 @@ from tests.test_airflow_support import (TEST_DAGS, install_dag, migrate_db, run_
                                         xcom)
 
 def conf(**params):
-    """DAG params for intune_operator (its defaults: our fetch pipeline, budget 3 s)."""
+    """DAG params for intune_operator (its defaults: our fetch pipeline, budget 5 s)."""
     return params
 
 

@@ -110,8 +110,10 @@ TUNER = textwrap.dedent("""
     uri, go = sys.argv[1], Path(sys.argv[2])
     while not go.exists():
         time.sleep(0.01)
+    # "heuristic" measures one rule-made config and always writes it: the race is the point,
+    # and eight searches sharing two cores might not fit a step beyond their start.
     r = tune("tests.test_tune:tiny_pipeline", budget_s=2, cache=uri, window_s=0.3,
-             progress=False, method="random", seed=int(sys.argv[3]))
+             progress=False, method="heuristic", seed=int(sys.argv[3]))
     c = r.history[-1]  # the confirmation probe: the record keeps the lower figure
     rec = min(r.throughput, c.throughput) if c.status == "ok" else r.throughput
     print(json.dumps({"source": r.source, "recorded": rec,

@@ -80,6 +80,17 @@ def test_ls_show_rm_prune(capsys, uri):
     assert code == 0 and cache.records() == [damaged]          # damaged ones have no age
 
 
+def test_ls_on_a_parent_prefix_leaves_a_nested_cache_out_and_says_so(capsys, tmp_path):
+    outer = str(tmp_path / "outer")
+    fill(str(tmp_path / "outer" / "team-a"))          # a whole cache one level down
+    write_best(get_cache(outer), make_record(5.0, hardware="cpu2-ram8g"))
+    code, out, _ = run(capsys, "cache", "ls", "--cache", outer)
+    assert code == 0 and "DAMAGED" not in out and "5/s" in out and "123,456/s" not in out
+    assert "3 other object(s) under" in out and "not records of this cache" in out
+    code, out, err = run(capsys, "cache", "show", "v1/", "--cache", outer)
+    assert code == 0 and json.loads(out)["throughput"] == 5.0
+
+
 def test_ls_json(capsys, tmp_path):
     uri = str(tmp_path / "c")
     fill(uri)

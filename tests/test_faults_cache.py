@@ -45,6 +45,7 @@ def test_server_stopped_before_write(s3_outage):
     with pytest.raises(CacheUnavailable) as err:
         write_best(cache, make_record(2000.0))
     assert "unavailable after 3 attempt" in str(err.value)
+    assert f"endpoint {server.endpoint_url}: check that the store is up" in str(err.value)
     with pytest.raises(CacheUnavailable):
         cache.get(KEY)
     server.start()
@@ -257,7 +258,7 @@ def test_tune_survives_store_faults(s3_server, tmp_path, monkeypatch, caplog, fa
         cache = s3_cache(s3_server, "no-such-bucket-here" if fault == "no_bucket" else bucket,
                          attempts=2, **kw)
         with caplog.at_level(logging.WARNING, logger="intune_flow"):
-            result = tune("tests.test_tune:tiny_pipeline", budget_s=2, cache=cache, window_s=0.3,
+            result = tune("tests.test_tune:tiny_pipeline", budget_s=4, cache=cache, window_s=0.3,
                           progress=False, seed=0)
     finally:
         proxy.close()

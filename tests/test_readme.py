@@ -57,10 +57,39 @@ def test_readme_tune_example_runs_as_written(readme_dir):
 
 @pytest.mark.slow
 def test_readme_metaflow_flow_runs_twice_and_hits_the_cache(readme_dir, monkeypatch):
+    from tests.test_metaflow_runs import artifact, card_components, card_summary
+
     cwd, _ = readme_dir
     monkeypatch.setenv("INTUNE_FLOW_CACHE", str(cwd / "flow-cache"))
-    first = _run([sys.executable, "my_flow.py", "run"], cwd)
-    second = _run([sys.executable, "my_flow.py", "run"], cwd)
+    env = {**os.environ, "PYTHONPATH": str(cwd)}
+    runs = []
+    for night in (1, 2):
+        out = _run([sys.executable, "my_flow.py", "run", "--run-id-file", f"run-{night}"], cwd)
+        runs.append(((cwd / f"run-{night}").read_text().strip(), out))
+    (run1, first_out), (run2, second_out) = runs
     # the end step prints: <source> <tuning seconds>
-    assert re.search(r"/end/.*\] tuned [\d.]+$", first, re.M), first[-3000:]
-    assert re.search(r"/end/.*\] (cache|refined) [\d.]+$", second, re.M), second[-3000:]
+    assert re.search(r"/end/.*\] tuned [\d.]+$", first_out, re.M), first_out[-3000:]
+    assert re.search(r"/end/.*\] (cache|refined) [\d.]+$", second_out, re.M), second_out[-3000:]
+
+    first = artifact("MyFlow", run1, "train", "intune_result", env)
+    second = artifact("MyFlow", run2, "train", "intune_result", env)
+    assert first["source"] == "tuned" and len(first["history"]) >= 2 and first["throughput"] > 0
+    assert second["cache_key"] == first["cache_key"] and second["seconds_saved"] > 0
+    if second["source"] == "cache":
+        assert second["config"] == first["config"]
+        assert len(second["history"]) < len(first["history"])  # one verification probe, no search
+    # the step body saw the same source and config through current.intune
+    assert f"] {second['source']} {second['config']}" in second_out, second_out[-3000:]
+
+    # the card holds the same figures as the artifact
+    cold_comps = card_components(cwd / "my_flow.py", run1, "train", env, cwd)
+    cold = card_summary(cold_comps)
+    warm = card_summary(card_components(cwd / "my_flow.py", run2, "train", env, cwd))
+    assert cold["source"] == "tuned" and warm["source"] == second["source"]
+    assert cold["tuning seconds"] in (f"{first['tuning_seconds']:.2f} s",
+                                      f"{first['tuning_seconds']:,.1f} s")
+    assert warm["seconds saved"].endswith(" s") and warm["seconds saved"] != "0.00 s"
+    assert any(c["type"] == "image" and c["src"].startswith("data:image/png") for c in cold_comps)
+    knob_table = [c for c in cold_comps if c["type"] == "table"][1]
+    assert [row[0] for row in knob_table["data"]] == list(first["config"])
+    assert [row[2] for row in knob_table["data"]] == [str(v) for v in first["config"].values()]

@@ -17,7 +17,7 @@ import tensorflow as tf
 import intune_flow
 from intune_flow.cache import LocalCache, get_cache
 from intune_flow.cache.records import MAGIC, read
-from intune_flow.errors import IntuneError, TuningError
+from intune_flow.errors import IntuneError, PipelineError, TuningError
 from intune_flow.result import TuneResult
 from intune_flow.tune import METHODS, tune
 
@@ -36,6 +36,13 @@ def tiny_pipeline(knobs, n=200_000):
     ds = ds.map(lambda x: tf.reduce_sum(tf.sqrt(tf.cast(x, tf.float32) + 1.0)),
                 num_parallel_calls=knobs.parallelism("work", max=8))
     return ds.prefetch(knobs.buffer("prefetch", max=16))
+
+
+def named_pipeline(knobs, name="x", scale=1, where=None, api_token=None):
+    """Elements whose feature name and values show which factory arguments built them."""
+    ds = tf.data.Dataset.range(1 << 20).repeat().map(lambda i: {name: i * scale},
+                                                     num_parallel_calls=knobs.parallelism("work", max=4))
+    return ds.batch(4)
 
 
 def raising_factory(knobs):
@@ -93,10 +100,13 @@ def lenient(monkeypatch):
     ({"pipeline_kwargs": ["files"]}, "pipeline_kwargs"),
     ({"pipeline_kwargs": {"n_rows": 5}}, "takes no argument(s) ['n_rows']"),
     ({"seed": "x"}, "seed"),
+    ({"ram_budget": "1KiB"}, "below what this process already holds"),
+    ({"strict": "yes"}, "strict must be True or False"),
+    ({"progress": 3}, "progress must be None"),
 ])
 def test_bad_arguments_raise_clear_errors(kwargs, words):
     with pytest.raises(IntuneError) as err:
-        tune(TINY, strict=False, **kwargs)
+        tune(TINY, **{"strict": False, **kwargs})
     assert words in str(err.value)
 
 
@@ -128,6 +138,22 @@ def test_package_attribute_is_callable_after_submodule_import():
 
 
 # -- fallback and strict ----------------------------------------------------------------
+def test_a_fallback_reason_is_one_line_without_an_embedded_traceback():
+    from intune_flow.errors import describe_error
+
+    # TensorFlow's message for a py_function that raised, as a fallback reason once carried it
+    tf_text = ("{{function_node __wrapped__IteratorGetNext_output_types_1_device_/job:localhost}} "
+               "RuntimeError: storage is down\nTraceback (most recent call last):\n\n  File "
+               "\"/x/script_ops.py\", line 269, in __call__\n    ret = func(*args)\n\n"
+               "RuntimeError: storage is down\n\n\t [[{{node PyFunc}}]] [Op:IteratorGetNext]")
+    assert describe_error(tf.errors.UnknownError(None, None, tf_text)) == \
+        "UnknownError: RuntimeError: storage is down"
+    assert describe_error(RuntimeError("k\nTraceback (most recent call last):\n  File x\nOSError: y")) \
+        == "RuntimeError: k (OSError: y)"
+    assert describe_error(IntuneError("our  own\nsentence")) == "our own sentence"
+    assert len(describe_error(ValueError("x" * 1000), limit=50)) == 50
+
+
 def test_fallback_when_factory_raises(cache_dir, caplog):
     with caplog.at_level(logging.WARNING, logger="intune_flow"):
         result = tune("tests.test_tune:raising_factory", budget_s=2, cache=cache_dir, **FAST)
@@ -182,6 +208,27 @@ def test_progress_off_a_terminal_goes_through_the_apps_logging_once_configured(c
         tune(TINY, budget_s=2, cache="memory://progress-logging", window_s=0.3, seed=0)
     lines = [r.getMessage() for r in caplog.records if r.name == "intune_flow.search"]
     assert any("done after" in line for line in lines), lines
+    assert lines[0].startswith("[intune] start, budget 2 s: measuring the start config work=")
+
+
+# -- short budgets ------------------------------------------------------------------------------
+def test_the_search_window_follows_a_short_budget():
+    from intune_flow.tune import search_window
+
+    assert [search_window(b) for b in (5, 10, 20, 30, 60, 600)] == [0.75, 0.75, 1.0, 1.5, 2.0, 2.0]
+
+
+def test_a_budget_that_holds_no_step_says_so_and_caches_nothing(cache_dir):
+    # The start's measurement alone fills the budget: returning it as "tuned" and caching
+    # it would make every later run a hit on an untuned config.
+    first = tune(TINY, budget_s=0.5, cache=cache_dir, window_s=0.4, progress=False, seed=0)
+    assert first.source == "tuned" and first.config == first.start_config
+    assert len({tuple(sorted(m.config.items())) for m in first.history}) == 1
+    assert any("held no step beyond the start config" in w and "nothing was cached" in w
+               for w in first.warnings), first.warnings
+    assert get_cache(cache_dir).records() == []
+    again = tune(TINY, budget_s=0.5, cache=cache_dir, window_s=0.4, progress=False, seed=0)
+    assert again.source == "tuned"
 
 
 # -- cold, warm, drift, transfer, damage on the tiny pipeline -------------------------------
@@ -250,11 +297,20 @@ def test_other_hardware_class_transfers(cache_dir):
 def test_a_different_ram_budget_reuses_the_record_of_the_same_machine(cache_dir):
     # The default RAM budget follows the free memory; keying records on it made nightly
     # runs near a power-of-two edge miss their own record.
-    cold = tune(TINY, budget_s=2, cache=cache_dir, ram_budget="20GiB", **FAST)
-    warm = tune(TINY, budget_s=2, cache=cache_dir, ram_budget="3GiB", **FAST)
+    cold = tune(TINY, budget_s=4, cache=cache_dir, ram_budget="20GiB", **FAST)
+    warm = tune(TINY, budget_s=4, cache=cache_dir, ram_budget="3GiB", **FAST)
     assert warm.cache_key == cold.cache_key and warm.hardware_class == cold.hardware_class
     assert warm.source in ("cache", "refined")
     assert warm.ram_budget == 3 * 2**30
+
+
+def test_a_record_serves_every_method_and_says_which_found_it(cache_dir, lenient):
+    # The README: the key names no method; `cache show` prints the record's method.
+    cold = tune(TINY, budget_s=4, cache=cache_dir, method="hillclimb", **FAST)
+    warm = tune(TINY, budget_s=4, cache=cache_dir, method="random", **FAST)
+    assert warm.cache_key == cold.cache_key
+    assert warm.source == "cache" and warm.config == cold.config
+    assert read(get_cache(cache_dir), cold.cache_key).record.method == "hillclimb"
 
 
 def test_result_roundtrip_json(cache_dir):
@@ -279,6 +335,20 @@ def test_criteo_cold_then_warm(cache_dir, lenient):
     assert warm.config == cold.config
     assert warm.tuning_seconds < cold.tuning_seconds / 2
     assert warm.seconds_saved > 0
+
+
+def test_a_cache_path_through_a_file_reads_and_writes_the_fallback(tmp_path, monkeypatch, lenient):
+    # Before: the read was a plain miss and only the write failed over, so every run tuned
+    # cold and wrote a fallback record that no run read.
+    (tmp_path / "a-file").write_text("not a directory")
+    broken = str(tmp_path / "a-file" / "cache")
+    monkeypatch.setenv("INTUNE_FLOW_CACHE", str(tmp_path / "fallback"))
+    first = tune(TINY, budget_s=4, cache=broken, **FAST)
+    assert first.source == "tuned" and first.cache_uri == str(tmp_path / "fallback")
+    assert any("a file is in its path" in w and "give a writable directory" in w
+               for w in first.warnings), first.warnings
+    second = tune(TINY, budget_s=4, cache=broken, **FAST)
+    assert second.source == "cache" and second.config == first.config
 
 
 # -- S3: outage fallback, repair, no secrets ----------------------------------------------
@@ -330,12 +400,30 @@ def test_no_secret_in_logs_records_or_results(s3_server, monkeypatch, caplog, tm
     assert all(ACCESS_KEY not in t for t in texts[1:])
 
 
+def test_a_result_rebuilt_elsewhere_uses_the_factory_arguments_it_was_tuned_with(cache_dir):
+    kwargs = {"name": "feat", "scale": 3, "where": Path("/data"), "api_token": "s3cr3t"}
+    result = tune("tests.test_tune:named_pipeline", budget_s=2, cache=cache_dir,
+                  pipeline_kwargs=kwargs, **FAST)
+    doc = json.loads(json.dumps(result.to_dict()))
+    assert doc["pipeline_kwargs"] == {"name": "feat", "scale": 3}     # no Path, no secret
+    assert doc["pipeline_kwargs_not_kept"] == ["where", "api_token"]
+    assert "s3cr3t" not in json.dumps(doc)
+    elsewhere = TuneResult.from_dict(doc)                   # as in another process
+    with pytest.raises(PipelineError, match=r"\['where', 'api_token'\].*result.build\(where=\.\.\., "
+                                            r"api_token=\.\.\.\)"):
+        elsewhere.build()
+    first = next(iter(elsewhere.build(where=Path("/data"), api_token="s3cr3t")))
+    assert list(first) == ["feat"] and first["feat"].numpy().tolist() == [0, 3, 6, 9]
+    first = next(iter(elsewhere.build(where=None, api_token=None, scale=2)))   # overrides win
+    assert first["feat"].numpy().tolist() == [0, 2, 4, 6]
+
+
 def test_signed_record_with_out_of_bounds_config_is_quarantined(cache_dir):
-    cold = tune(TINY, budget_s=2, cache=cache_dir, **FAST)
+    cold = tune(TINY, budget_s=4, cache=cache_dir, **FAST)
     cache = get_cache(cache_dir)
     data, _ = cache.get(cold.cache_key)
     cache.put(cold.cache_key, resign(data, config=dict(cold.config, work=999)))
-    again = tune(TINY, budget_s=2, cache=cache_dir, **FAST)
+    again = tune(TINY, budget_s=4, cache=cache_dir, **FAST)
     assert again.source == "tuned" and "invalid" in again.reason
     assert again.config["work"] <= 8
     assert any(".quarantine/" in k for k in cache.list())

@@ -12,6 +12,8 @@ from pathlib import Path
 from .base import CREATE_ONLY, QUARANTINE, Cache, CacheConflict, CacheUnavailable, check_key
 from .util import quarantine_stamp
 
+_FIX = ("give a writable directory (the cache argument of tune(), @intune or the operator, "
+        "or $INTUNE_FLOW_CACHE)")
 SUFFIX = ".rec"      # data files end in .rec, so key "a" (a file) and "a/b" (under a dir) coexist
 _LOCKS = ".locks"
 
@@ -42,7 +44,7 @@ class LocalCache(Cache):
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise CacheUnavailable(f"cannot create the cache directory {self.root}: {exc}; "
-                                   "set INTUNE_FLOW_CACHE to a writable directory") from exc
+                                   f"{_FIX}") from exc
 
     @contextlib.contextmanager
     def _lock(self, key: str):
@@ -63,8 +65,14 @@ class LocalCache(Cache):
         path = self._path(key)
         try:
             data = path.read_bytes()
-        except (FileNotFoundError, NotADirectoryError):
+        except FileNotFoundError:
             return None
+        except NotADirectoryError as exc:
+            # A file where the cache's directory should be: the cache is unusable, not
+            # empty. Raising lets the run read and write one fallback cache instead of
+            # missing here every night and writing there.
+            raise CacheUnavailable(f"cannot use {self.root} as a cache directory: a file is in "
+                                   f"its path ({exc.strerror}); {_FIX}") from exc
         except OSError as exc:
             raise CacheUnavailable(f"cannot read {path}: {exc}") from exc
         return data, version_of(data)

@@ -127,7 +127,18 @@ class S3Cache(Cache):
             if time.monotonic() >= deadline:
                 break
         raise CacheUnavailable(f"{what}: S3 store at {self.uri} unavailable after "
-                               f"{attempt + 1} attempt(s) ({last})")
+                               f"{attempt + 1} attempt(s) ({last}); endpoint "
+                               f"{self._endpoint_text()}: check that the store is up and "
+                               f"reachable, and the endpoint ({ENDPOINT_ENV})")
+
+    def _endpoint_text(self) -> str:
+        """The endpoint the client talks to, without any user:password part of the URL."""
+        try:
+            url = str(self.client.meta.endpoint_url)
+        except Exception:  # noqa: BLE001 - only for a message
+            url = self._endpoint_url or "AWS default"
+        scheme, sep, rest = url.partition("://")
+        return f"{scheme}{sep}{rest.rpartition('@')[2]}" if sep else url
 
     # -- interface -------------------------------------------------------------------------
     def get(self, key: str) -> tuple[bytes, str] | None:

@@ -53,7 +53,7 @@ def _entries(cache):
     from ..cache.records import RecordError, decode
 
     out = []
-    for key in cache.records():
+    for key in record_keys(cache):
         found = cache.get(key)
         if found is None:
             continue
@@ -64,10 +64,29 @@ def _entries(cache):
     return out
 
 
+def record_keys(cache) -> list[str]:
+    """Keys of this cache's live records (``v1/<schema>/<space>/<hardware>``).
+
+    Objects under the prefix with other keys (another cache nested under this one, files
+    of other tools) are not this cache's records: listing them as damaged would be wrong.
+    """
+    from ..cache.keys import CacheKey
+    from ..errors import CacheError
+
+    out = []
+    for key in cache.records():
+        try:
+            CacheKey.parse(key)
+        except CacheError:
+            continue
+        out.append(key)
+    return out
+
+
 def _resolve(cache, key: str) -> str:
     from ..errors import CacheError
 
-    keys = cache.records()
+    keys = record_keys(cache)
     if key in keys:
         return key
     matches = [k for k in keys if k.startswith(key)]
@@ -79,7 +98,9 @@ def _resolve(cache, key: str) -> str:
 
 
 def _config_text(config: dict, limit: int = 64) -> str:
-    text = ",".join(f"{k}={'auto' if v == -1 else v}" for k, v in config.items())
+    from .probe import format_config
+
+    text = format_config(config)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
@@ -87,6 +108,7 @@ def _ls(args) -> int:
     cache = _cache(args)
     entries = _entries(cache)
     quarantined = [k for k in cache.list() if ".quarantine/" in k]
+    others = len(cache.records()) - len(entries)
     if args.json:
         for key, rec, problem in entries:
             row = {"key": key, "problem": problem}
@@ -112,6 +134,9 @@ def _ls(args) -> int:
     if quarantined:
         print(f"{len(quarantined)} quarantined record(s); remove with "
               "`intune-flow cache prune --quarantined`")
+    if others > 0:
+        print(f"{others} other object(s) under {cache.uri} are not records of this cache "
+              "(another cache under a sub-prefix? list it by its own URI)")
     return 0
 
 

@@ -14,9 +14,13 @@ def register(sub):
     p.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
                    help="keyword argument for the factory (value parsed as JSON if it can be)")
     p.add_argument("--window-s", type=float, default=3.0, help="measurement window (default 3)")
-    p.add_argument("--warmup-s", type=float, default=0.5)
-    p.add_argument("--timeout-s", type=float, default=30.0)
-    p.add_argument("--ram-budget", default=None, help='e.g. "4GiB" (default: half of free RAM)')
+    p.add_argument("--warmup-s", type=float, default=0.5,
+                   help="seconds discarded after the first element, before the window (default 0.5)")
+    p.add_argument("--timeout-s", type=float, default=30.0,
+                   help="seconds without a new element before the probe gives up (default 30)")
+    p.add_argument("--ram-budget", default=None,
+                   help='e.g. "4GiB" (default: this process\'s RSS plus half of the available '
+                        'memory)')
     p.add_argument("--cpu-budget", type=float, default=None, help="cores (default: usable cores)")
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="measure N times and print the spread across windows: how noisy this "

@@ -18,8 +18,12 @@ def register(sub):
     p.add_argument("--method", default="intune",
                    help="intune (default), ones, autotune, heuristic, hillclimb, random, optuna")
     p.add_argument("--cpu-budget", type=float, default=None, help="cores (default: usable cores)")
-    p.add_argument("--ram-budget", default=None, help='e.g. "4GiB" (default: half of free RAM)')
-    p.add_argument("--window-s", type=float, default=None, help="measurement window per probe")
+    p.add_argument("--ram-budget", default=None,
+                   help='e.g. "4GiB" (default: this process\'s RSS plus half of the available '
+                        'memory)')
+    p.add_argument("--window-s", type=float, default=None,
+                   help="measurement window per probe (default: 1/20 of the search's budget, "
+                        "within 0.75-2 s)")
     p.add_argument("--timeout-s", type=_seconds, default=None, metavar="SECONDS",
                    help="abandon a probe that sees no element, or the factory's first build, "
                         "after this long (default: 30 s per probe, 60 s for the first build)")

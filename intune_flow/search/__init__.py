@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .baselines import BASELINES
-from .intune import intune
+from .intune import intune, load_policy
 from .tracker import BudgetSpent, SearchOutcome, Tracker
 
 METHODS = ("intune", *BASELINES)
@@ -30,11 +30,14 @@ def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.
     if budget_s <= 0:
         raise TuningError(f"budget_s must be positive, got {budget_s!r}")
     rng = np.random.default_rng(seed)
+    if method == "intune":
+        policy_state = load_policy(policy_state)
+        from ..agent import dqn  # noqa: F401  (imported off the clock too)
     tr = Tracker(env, method, budget_s, max_steps, make_progress(progress))
     if start is None:
         start = env.space.defaults()
     start = env.space.concretize(env.space.validate(start), env.cpu_budget)
-    tr.emit("start", None)
+    tr.emit("start", None, config=dict(start), budget_s=float(budget_s))
     tr.measure(start, start=True)
     state = None
     try:

@@ -23,6 +23,17 @@ def _rescaled(env, config: dict, ratio: float) -> dict:
     return out
 
 
+def load_policy(policy_state=None) -> dict:
+    """The policy to start from (the shipped one when None), with torch imported: done before
+    the search's clock starts, since importing torch takes seconds that measure nothing."""
+    import torch  # noqa: F401
+
+    if policy_state is None:
+        from ..agent.policy_io import load_default_policy
+        policy_state = load_default_policy()
+    return policy_state
+
+
 def intune(tr: Tracker, env, rng, *, policy_state=None, seed=None, continuous=False,
            learn=True) -> dict:
     """Run the agent's walk within the tracker's budget; returns the (fine-tuned) policy weights."""
@@ -37,9 +48,7 @@ def intune(tr: Tracker, env, rng, *, policy_state=None, seed=None, continuous=Fa
 
 
 def _intune(tr: Tracker, env, *, policy_state, seed, continuous, learn) -> dict:
-    if policy_state is None:
-        from ..agent.policy_io import load_default_policy
-        policy_state = load_default_policy()
+    policy_state = load_policy(policy_state)
     from ..agent.dqn import DQNAgent, DQNConfig
     agent = DQNAgent(DQNConfig(**FINETUNE), state=policy_state, seed=seed)
     walk = Walk(env.space, tr.start, cpu_budget=env.cpu_budget, ram_budget=env.ram_budget,

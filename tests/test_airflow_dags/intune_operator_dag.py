@@ -13,7 +13,7 @@ with DAG(
     render_template_as_native_obj=True,
     params={
         "pipeline": Param("tests.test_airflow_support:fetch_pipeline", type="string"),
-        "budget_s": Param(3, type="number"),
+        "budget_s": Param(5, type="number"),
         "cache": Param(None, type=["null", "string"]),
         "aws_conn_id": Param(None, type=["null", "string"]),
         "method": Param("intune", type="string"),
