@@ -38,6 +38,15 @@ def test_budget_is_spent_against_the_env_clock():
     assert out.seconds <= 20.0 + 1e-9
 
 
+def test_a_budget_the_start_left_unspent_holds_one_step():
+    # 2.5 s per measurement: after a 2.5 s start, a 3 s budget fits no whole step by the
+    # mean cost, yet returning the start alone would be a probe, not a search.
+    out = run_search(sim(4), "random", budget_s=3.0, seed=1, progress=False)
+    assert out.steps == 1 and out.seconds == pytest.approx(5.0)
+    out = run_search(sim(4), "random", budget_s=2.0, seed=1, progress=False)   # the start spent it
+    assert out.steps == 0 and out.stopped == "budget"
+
+
 def test_oom_configs_are_abandoned_and_never_returned():
     # A memory-tight pipeline whose AUTOTUNE start (parallelism = cores) does not fit.
     env = None

@@ -32,7 +32,8 @@ class Tracker:
 
     ``steps`` counts measurements after the start. A measurement is refused when
     the steps are used up or when another one (at the mean cost so far) would
-    pass ``budget_s``.
+    pass ``budget_s``; the first step after the start runs whenever the start left
+    any of the budget (so a budget may be passed by at most that one measurement).
     """
 
     def __init__(self, env, method: str, budget_s: float, max_steps: int | None, progress):
@@ -58,6 +59,8 @@ class Tracker:
         if self.max_steps is not None and self.steps >= self.max_steps:
             self.stopped = "steps"
             return False
+        if self.steps == 0 and self.elapsed() < self.budget_s:
+            return True   # a budget the start did not spend holds one step: a search, not a probe
         if self.elapsed() + self.mean_cost() > self.budget_s + 1e-9:
             self.stopped = "budget"
             return False
