@@ -169,7 +169,8 @@ def second_pass(measure, picks: dict, rows: dict, repeats: int, log=print) -> di
     if not valid:
         return None
     winner = max(valid, key=valid.get)
-    names = [n for n in (*SEARCHED, "intune_cold") if n in picks and n != winner]
+    searching = (*SEARCHED, "intune_cold")
+    names = [n for n in searching if n in picks and n != winner]
     configs = {winner: picks[winner]["config"], **{n: picks[n]["config"] for n in names}}
     log(f"  second pass: {len(configs)} configs x {repeats} repeats against the winner {winner}")
     runs = interleaved(measure, configs, repeats, log=log)
@@ -177,7 +178,7 @@ def second_pass(measure, picks: dict, rows: dict, repeats: int, log=print) -> di
     for n in names:
         med = summary([m["throughput"] for m in runs[n]])["median"]
         rows[n]["ratio_to_winner_2nd"] = round(med / (top["median"] or 1.0), 3)
-    if winner in rows and winner in (*SEARCHED, "intune_cold"):
+    if winner in searching:
         rows[winner]["ratio_to_winner_2nd"] = 1.0
     return {"winner": winner, "config": dict(picks[winner]["config"]), "throughput": top,
             "repeats": repeats}

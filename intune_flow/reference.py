@@ -32,7 +32,7 @@ class FactorySource:
     var_keyword: bool = False     # the factory takes ``**kwargs``
 
 
-def find_module(module: str) -> str | None:
+def _find_module(module: str) -> str | None:
     """The source path of ``module`` ("" if it has none), or None when it cannot be found.
 
     Finding a submodule imports its parent packages (their ``__init__``), as Python does.
@@ -47,7 +47,7 @@ def find_module(module: str) -> str | None:
 def read_factory(ref: str) -> FactorySource | None:
     """The source view of ``"module:attr"``, or None when its module cannot be found."""
     module, _, attr = ref.strip().partition(":")
-    origin = find_module(module)
+    origin = _find_module(module)
     if origin is None:
         return None
     tree = _parse(origin)
@@ -64,13 +64,17 @@ def read_factory(ref: str) -> FactorySource | None:
     return FactorySource(module, attr, names, params, var_kw)
 
 
-def check_reference(ref: str, kwargs=None, *, what: str = "pipeline") -> FactorySource | None:
+def check_reference(ref: str, kwargs=None, *, what: str = "pipeline",
+                    missing_ok: bool = False) -> FactorySource | None:
     """Raise :class:`PipelineError` for what the source proves wrong: a module that cannot
-    be found, a factory it does not define (with a did-you-mean), a factory argument in
-    ``kwargs`` that it does not take. Returns the source view (None: no module)."""
+    be found (unless ``missing_ok``: then None), a factory it does not define (with a
+    did-you-mean), a factory argument in ``kwargs`` that it does not take. Returns the
+    source view, read once."""
     ref = ref.strip()
     module, _, attr = ref.partition(":")
     found = read_factory(ref)
+    if found is None and missing_ok:
+        return None
     if found is None:
         raise PipelineError(f"{what}={ref!r}: no module named {module!r} can be found; install "
                             "it, put its directory on PYTHONPATH, or fix the spelling")
@@ -78,11 +82,17 @@ def check_reference(ref: str, kwargs=None, *, what: str = "pipeline") -> Factory
         close = difflib.get_close_matches(attr, sorted(found.names), n=3)
         hint = f"; did you mean {close}?" if close else ""
         raise PipelineError(f"{what}={ref!r}: module {module!r} defines no {attr!r}{hint}")
+    check_arguments(ref, found, kwargs)
+    return found
+
+
+def check_arguments(ref: str, found: FactorySource, kwargs) -> None:
+    """Raise :class:`PipelineError` for a key of ``kwargs`` that the factory, as its source
+    shows it, does not take (nothing when the source cannot tell, or it takes ``**kwargs``)."""
     if kwargs and found.params is not None and not found.var_keyword:
         unknown = sorted(set(kwargs) - set(found.params))
         if unknown:
-            raise PipelineError(unknown_arguments(ref, unknown, found.params))
-    return found
+            raise PipelineError(unknown_arguments(ref.strip(), unknown, found.params))
 
 
 def unknown_arguments(name: str, unknown, takes) -> str:

@@ -119,36 +119,28 @@ SECRET_LIKE = ("secret", "password", "passwd", "token", "credential", "access_ke
 def portable_kwargs(kwargs: dict) -> tuple[dict, list[str]]:
     """The factory arguments a result can carry to another process, and the names it cannot.
 
-    Kept: values that survive a JSON round trip (tuples as lists). Not kept: anything else
-    (paths, arrays, clients) and arguments named like a secret, since results travel
-    through XCom, Metaflow artifacts and logs.
+    Kept: values made only of JSON's own kinds (tuples become lists). Not kept: anything
+    else (paths, arrays, clients, NaN) and arguments named like a secret, since results
+    travel through XCom, Metaflow artifacts and logs.
     """
-    import json
-
     kept, dropped = {}, []
     for name, value in kwargs.items():
-        if any(word in name.lower() for word in SECRET_LIKE):
-            dropped.append(name)
-            continue
-        try:
-            clean = _clean(value)
-            ok = json.loads(json.dumps(clean)) == clean and _plain(value)
-        except (TypeError, ValueError):
-            ok = False
-        if ok:
-            kept[name] = clean
+        if _plain(value) and not any(word in name.lower() for word in SECRET_LIKE):
+            kept[name] = _clean(value)
         else:
             dropped.append(name)
     return kept, dropped
 
 
 def _plain(value) -> bool:
-    """Only JSON's own kinds (and tuples), all the way down."""
+    """Only JSON's own kinds (and tuples), all the way down; floats finite."""
     if isinstance(value, dict):
         return all(isinstance(k, str) and _plain(v) for k, v in value.items())
     if isinstance(value, (list, tuple)):
         return all(_plain(v) for v in value)
-    return value is None or isinstance(value, (str, int, float, bool))
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or isinstance(value, (str, int, bool))
 
 
 def _clean(value):

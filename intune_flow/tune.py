@@ -300,7 +300,7 @@ def _tune(pipe, run: _Run, state: dict, base: dict, *, budget_s, window_s, timeo
         env_kw["timeout_s"] = float(timeout_s)
     env = PipelineEnv(pipe, cpu_budget=base["cpu_budget"], ram_budget=base["ram_budget"], **env_kw)
     state["auto_window"] = window_s is None
-    env.warmup_s = min(PROBE_WARMUP_S, env.window_s / 2)
+    _set_window(env, env.window_s)
     common = dict(fingerprint=fingerprint, cache_key=str(key), **base)
     warm_budget = min(budget_s, max(WARM_MIN_S, WARM_FRACTION * budget_s))
 
@@ -430,12 +430,17 @@ def search_window(budget_s: float) -> float:
     return min(high, max(low, budget_s / 20))
 
 
+def _set_window(env, window_s: float) -> None:
+    """The env's probe window, and a warm-up of at most half of it."""
+    env.window_s = window_s
+    env.warmup_s = min(PROBE_WARMUP_S, window_s / 2)
+
+
 def _search(env, method, *, start, budget_s, policy, seed, progress, state, prior=()):
     from .search import run_search
 
     if state.get("auto_window"):
-        env.window_s = search_window(budget_s)
-        env.warmup_s = min(PROBE_WARMUP_S, env.window_s / 2)
+        _set_window(env, search_window(budget_s))
     outcome = run_search(env, method, start=start, budget_s=budget_s, policy_state=policy,
                          seed=seed, progress=progress)
     state["history"] = list(prior) + list(outcome.history)

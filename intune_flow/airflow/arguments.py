@@ -68,19 +68,16 @@ def check_pipeline(pipeline: Any) -> None:
         raise PipelineError(
             f"pipeline {pipeline!r} is not a 'module:attribute' reference; write it like "
             "'examples.criteo:criteo_pipeline' (the module must be importable on the worker)")
-    check_source(pipeline)
 
 
 def check_source(pipeline: str, pipeline_kwargs: Any = None) -> None:
     """What the module's source proves wrong (read, not imported): a factory it does not
     define, a factory argument it does not take. A module this process cannot find is left
     to the worker, whose environment may have it when the DAG processor's does not."""
-    from ..reference import check_reference, find_module
+    from ..reference import check_reference
 
-    if find_module(pipeline.strip().partition(":")[0]) is None:
-        return
     kwargs = pipeline_kwargs if isinstance(pipeline_kwargs, Mapping) else None
-    check_reference(pipeline, kwargs)
+    check_reference(pipeline, kwargs, missing_ok=True)
 
 
 def check_cache(cache: Any) -> None:
@@ -148,10 +145,10 @@ def check_all(*, pipeline, budget_s, cache, aws_conn_id, cpu_budget, ram_budget,
     if not is_deferred(timeout_s):
         _positive("timeout_s", timeout_s, optional=True)
     check_pipeline_kwargs(pipeline_kwargs, allow_name=allow_kwargs_name)
-    if (isinstance(pipeline, str) and not is_deferred(pipeline)
-            and isinstance(pipeline_kwargs, Mapping)
-            and not any(is_deferred(v) for v in pipeline_kwargs.values())):
-        check_source(pipeline, pipeline_kwargs)
+    if isinstance(pipeline, str) and not is_deferred(pipeline):
+        static = (isinstance(pipeline_kwargs, Mapping)
+                  and not any(is_deferred(v) for v in pipeline_kwargs.values()))
+        check_source(pipeline, pipeline_kwargs if static else None)
 
 
 def number(name: str, value: Any, *, optional: bool = True) -> float | None:

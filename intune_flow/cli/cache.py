@@ -48,12 +48,12 @@ def age(seconds: float) -> str:
     return f"{seconds:.0f}s"
 
 
-def _entries(cache):
-    """(key, Record | None, problem | None) for every live record, read without side effects."""
+def _entries(cache, keys: list[str]):
+    """(key, Record | None, problem | None) for each of ``keys``, read without side effects."""
     from ..cache.records import RecordError, decode
 
     out = []
-    for key in record_keys(cache):
+    for key in keys:
         found = cache.get(key)
         if found is None:
             continue
@@ -64,8 +64,9 @@ def _entries(cache):
     return out
 
 
-def record_keys(cache) -> list[str]:
-    """Keys of this cache's live records (``v1/<schema>/<space>/<hardware>``).
+def record_keys(keys: list[str]) -> list[str]:
+    """Those of ``keys`` (a cache's live keys) that are record keys
+    (``v1/<schema>/<space>/<hardware>``).
 
     Objects under the prefix with other keys (another cache nested under this one, files
     of other tools) are not this cache's records: listing them as damaged would be wrong.
@@ -74,7 +75,7 @@ def record_keys(cache) -> list[str]:
     from ..errors import CacheError
 
     out = []
-    for key in cache.records():
+    for key in keys:
         try:
             CacheKey.parse(key)
         except CacheError:
@@ -86,7 +87,7 @@ def record_keys(cache) -> list[str]:
 def _resolve(cache, key: str) -> str:
     from ..errors import CacheError
 
-    keys = record_keys(cache)
+    keys = record_keys(cache.records())
     if key in keys:
         return key
     matches = [k for k in keys if k.startswith(key)]
@@ -106,9 +107,11 @@ def _config_text(config: dict, limit: int = 64) -> str:
 
 def _ls(args) -> int:
     cache = _cache(args)
-    entries = _entries(cache)
+    live = cache.records()
+    keys = record_keys(live)
+    entries = _entries(cache, keys)
     quarantined = [k for k in cache.list() if ".quarantine/" in k]
-    others = len(cache.records()) - len(entries)
+    others = len(live) - len(keys)
     if args.json:
         for key, rec, problem in entries:
             row = {"key": key, "problem": problem}
@@ -186,7 +189,7 @@ def _prune(args) -> int:
     cutoff = None if args.older_than is None else now - args.older_than * 86400
     doomed = []
     if cutoff is not None:
-        for key, rec, _ in _entries(cache):
+        for key, rec, _ in _entries(cache, record_keys(cache.records())):
             if rec is not None and rec.created_at < cutoff:
                 doomed.append(key)
     for key in cache.list():

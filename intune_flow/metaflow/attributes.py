@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping
 
 from ..errors import CacheError, IntuneError, PipelineError
-from ..reference import check_reference
+from ..reference import FactorySource, check_arguments, check_reference
 from ..resources import parse_bytes
 
 DEFAULTS: dict[str, Any] = {
@@ -101,15 +101,16 @@ def _bool(name: str, value) -> bool:
     raise IntuneAttributeError(f"@intune {name}={value!r} is not a boolean; use True or False")
 
 
-def check_pipeline(value) -> str | Callable:
-    """A ``"module:attr"`` string whose module can be found, or a callable factory.
+def check_pipeline(value) -> tuple[str | Callable, FactorySource | None]:
+    """A ``"module:attr"`` string whose module can be found, or a callable factory, with the
+    module's source view (None for a callable) for the check of ``pipeline_kwargs``.
 
     The factory must be defined in the module's source, read without importing it (the
     flow is built in every task process; importing the module would import TensorFlow in
     each); a module whose names cannot be read from its source is checked when the step runs.
     """
     if callable(value) and not isinstance(value, str):
-        return value
+        return value, None
     if _blank(value):
         raise IntuneAttributeError(
             '@intune needs pipeline="package.module:factory", the dataset factory to tune '
@@ -120,10 +121,9 @@ def check_pipeline(value) -> str | Callable:
             "(e.g. \"examples.criteo:criteo_pipeline\")")
     ref = value.strip()
     try:
-        check_reference(ref, what="@intune pipeline")
+        return ref, check_reference(ref, what="@intune pipeline")
     except PipelineError as exc:
         raise IntuneAttributeError(str(exc)) from None
-    return ref
 
 
 def _kwargs(value) -> dict:
@@ -196,16 +196,16 @@ def coerce(attributes: Mapping[str, Any], *, known_methods: tuple[str, ...] | No
             f"{', '.join(DEFAULTS)}")
     attrs = {**DEFAULTS, **{k: v for k, v in attributes.items()}}
     budget = attrs["budget_s"]
+    pipeline, source = check_pipeline(attrs["pipeline"])
     settings = Settings(
-        pipeline=check_pipeline(attrs["pipeline"]),
+        pipeline=pipeline,
         budget_s=DEFAULTS["budget_s"] if _blank(budget) else _number("budget_s", budget, allow_zero=False),
         strict=_bool("strict", attrs["strict"]),
         pipeline_kwargs=_kwargs(attrs["pipeline_kwargs"]),
     )
-    if isinstance(settings.pipeline, str) and settings.pipeline_kwargs:
+    if source is not None:
         try:
-            check_reference(settings.pipeline, settings.pipeline_kwargs,
-                            what="@intune pipeline")
+            check_arguments(pipeline, source, settings.pipeline_kwargs)
         except PipelineError as exc:
             raise IntuneAttributeError(f"@intune pipeline_kwargs: {exc}") from None
     if not _blank(attrs["cache"]):
