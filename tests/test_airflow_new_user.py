@@ -47,7 +47,7 @@ def retrain_clicks():
         task_id="tune_input",
         pipeline=PIPELINE,
         pipeline_kwargs=FACTORY_KWARGS,
-        budget_s=6,
+        budget_s=10,
         cache="s3://BUCKET/intune",
         aws_conn_id="intune_s3",
     )
