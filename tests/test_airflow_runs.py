@@ -71,6 +71,19 @@ def test_strict_turns_a_tuning_failure_into_a_failed_task(operator_dag, tmp_path
     assert task_states(run)["tune"] == "failed"
 
 
+def test_a_configuration_error_fails_at_once_without_retries(operator_dag, tmp_path, capfd):
+    """The DAG gives the task two retries; a factory the module lacks is not worth them."""
+    run = run_dag(operator_dag, "intune_operator_retries", {"cache": str(tmp_path / "cache")})
+    assert run.state == "failed"
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        ti = run.get_task_instance("tune", session=session)
+        assert (str(ti.state), ti.try_number, ti.max_tries) == ("failed", 1, 2)
+    out = capfd.readouterr().out
+    assert "no_such_factory" in out and "a configuration error: not retried" in out
+
+
 def test_taskflow_tunes_and_trains_in_one_task(taskflow_dag, tmp_path):
     run = run_dag(taskflow_dag, "intune_taskflow")
     assert run.state == "success", task_states(run)

@@ -8,11 +8,15 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
-from ..errors import IntuneError
+from ..errors import IntuneError, KnobError, PipelineError
 from . import arguments
 from .connection import redact, s3_access
 
 log = logging.getLogger(__name__)
+
+CONFIG_ERRORS = (arguments.ArgumentError, PipelineError, KnobError)
+"""What a retry cannot fix. A cache outage or a strict tuning failure may pass, so those
+are left to the task's ``retries``."""
 
 
 def run_tuning(*, pipeline, budget_s, cache=None, aws_conn_id=None, cpu_budget=None,
@@ -30,6 +34,17 @@ def run_tuning(*, pipeline, budget_s, cache=None, aws_conn_id=None, cpu_budget=N
     cache, aws_conn_id, cpu_budget, ram_budget, window_s, timeout_s = (
         None if isinstance(v, str) and v.strip() in ("", "None") else v
         for v in (cache, aws_conn_id, cpu_budget, ram_budget, window_s, timeout_s))
+    try:
+        return _run_tuning(tune, logger, pipeline=pipeline, budget_s=budget_s, cache=cache,
+                           aws_conn_id=aws_conn_id, cpu_budget=cpu_budget, ram_budget=ram_budget,
+                           strict=strict, method=method, window_s=window_s, timeout_s=timeout_s,
+                           pipeline_kwargs=pipeline_kwargs)
+    except CONFIG_ERRORS as exc:
+        raise not_retried(exc) from None
+
+
+def _run_tuning(tune, logger, *, pipeline, budget_s, cache, aws_conn_id, cpu_budget, ram_budget,
+                strict, method, window_s, timeout_s, pipeline_kwargs):
     arguments.check_all(pipeline=pipeline, budget_s=budget_s, cache=cache,
                         aws_conn_id=aws_conn_id, cpu_budget=cpu_budget, ram_budget=ram_budget,
                         strict=strict, method=method, window_s=window_s, timeout_s=timeout_s,
@@ -55,6 +70,17 @@ def run_tuning(*, pipeline, budget_s, cache=None, aws_conn_id=None, cpu_budget=N
         result = _crash_result(pipeline, pipeline_kwargs, method, exc)
     report(result, logger, secrets)
     return result, secrets
+
+
+def not_retried(exc: Exception) -> Exception:
+    """``exc`` as an ``AirflowFailException`` too: a configuration error fails the task at
+    once, since a retry would only repeat it. Still an instance of its own class."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    cls = type(type(exc).__name__, (type(exc), AirflowFailException),
+               {"__module__": type(exc).__module__})
+    new = cls(f"{exc} (a configuration error: not retried)")
+    return new.with_traceback(exc.__traceback__)
 
 
 def report(result, logger, secrets: list[str] = ()) -> None:

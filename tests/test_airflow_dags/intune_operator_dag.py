@@ -81,3 +81,18 @@ with DAG(
         return int(next(iter(ds)).shape[0])
 
     build(tuned.output)
+
+
+with DAG(
+    "intune_operator_retries",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    default_args={"retries": 2, "retry_delay": pendulum.duration(seconds=0)},
+    params={"pipeline": Param("tests.test_airflow_support:no_such_factory", type="string"),
+            "cache": Param(None, type=["null", "string"])},
+    render_template_as_native_obj=True,
+) as retries_dag:
+    # Templated, so the parse check leaves the (misspelled) factory to the run.
+    InTuneOperator(task_id="tune", pipeline="{{ params.pipeline }}", budget_s=3, window_s=0.5,
+                   cache="{{ params.cache }}")
