@@ -147,7 +147,9 @@ def run_case(case: Case, *, budget_s: float, repeats: int, window_s: float,
                       "crashes": sum(1 for m in ms if m["status"] in ("error", "timeout")),
                       "statuses": [m["status"] for m in ms]}
     _ratios(rows)
-    second = second_pass(final_env.measure, picks, rows, repeats, log=log) if repeats > 1 else None
+    # Twice the repeats: the pass exists to tell configs apart that the first one could not.
+    second = (second_pass(final_env.measure, picks, rows, 2 * repeats, log=log, seed=seed)
+              if repeats > 1 else None)
     return {"case": case.name, "ref": case.ref, "kind": case.kind, "kwargs": case.kwargs,
             "knobs": list(space.names), "framework": pipeline.framework,
             "ram_budget_bytes": budget_bytes, "ram_headroom_mib": case.ram_headroom_mib,
@@ -155,7 +157,7 @@ def run_case(case: Case, *, budget_s: float, repeats: int, window_s: float,
             "window_s": window_s, "methods": rows, "second_pass": second}
 
 
-def second_pass(measure, picks: dict, rows: dict, repeats: int, log=print) -> dict | None:
+def second_pass(measure, picks: dict, rows: dict, repeats: int, log=print, seed: int = 0) -> dict | None:
     """Re-measure the side-by-side run's winner against each searching method's config.
 
     The winner is the highest of several noisy medians, so in the run that picked it its
@@ -163,7 +165,12 @@ def second_pass(measure, picks: dict, rows: dict, repeats: int, log=print) -> di
     machine whose windows spread 10-20%, configs that tie read 0.85-0.95 of "the best".
     A second interleaved pass, whose figures played no part in picking the winner, gives
     each method's share of it without that bias; a method can then read above 1.00.
-    Adds ``ratio_to_winner_2nd`` to the searching methods' rows.
+
+    ``repeats`` rounds; each round measures every config once, back to back, so a method's
+    share is the median over rounds of its throughput over the winner's in the same round
+    (the machine's slow drift cancels), with a 90% bootstrap interval over rounds
+    (``ratio_to_winner_2nd`` and ``ratio_to_winner_2nd_ci`` in the searching methods' rows).
+    An interval that holds 1.00 means the pass cannot tell the method from the winner.
     """
     valid = {n: r["throughput"]["median"] for n, r in rows.items() if r["ram_violations"] == 0}
     if not valid:
@@ -176,12 +183,33 @@ def second_pass(measure, picks: dict, rows: dict, repeats: int, log=print) -> di
     runs = interleaved(measure, configs, repeats, log=log)
     top = summary([m["throughput"] for m in runs[winner]])
     for n in names:
-        med = summary([m["throughput"] for m in runs[n]])["median"]
-        rows[n]["ratio_to_winner_2nd"] = round(med / (top["median"] or 1.0), 3)
+        ratio, ci = paired_ratio([m["throughput"] for m in runs[n]],
+                                 [m["throughput"] for m in runs[winner]], seed=seed)
+        rows[n]["ratio_to_winner_2nd"] = round(ratio, 3)
+        rows[n]["ratio_to_winner_2nd_ci"] = [round(ci[0], 3), round(ci[1], 3)]
     if winner in searching:
         rows[winner]["ratio_to_winner_2nd"] = 1.0
     return {"winner": winner, "config": dict(picks[winner]["config"]), "throughput": top,
             "repeats": repeats}
+
+
+def paired_ratio(values, reference, *, seed: int = 0, resamples: int = 2000,
+                 level: float = 0.90) -> tuple[float, tuple[float, float]]:
+    """Median of ``values[i] / reference[i]`` over rounds, with its bootstrap interval.
+
+    A round whose reference read zero (a failed measurement) is left out; no rounds left
+    reads 0.0 with the interval (0, 0).
+    """
+    import numpy as np
+
+    pairs = np.array([v / r for v, r in zip(values, reference) if r > 0], dtype=float)
+    if pairs.size == 0:
+        return 0.0, (0.0, 0.0)
+    rng = np.random.default_rng(seed)
+    medians = np.median(rng.choice(pairs, size=(resamples, pairs.size), replace=True), axis=1)
+    tail = (1 - level) / 2 * 100
+    lo, hi = np.percentile(medians, [tail, 100 - tail])
+    return float(np.median(pairs)), (float(lo), float(hi))
 
 
 def _best_ok(measurements, ram_budget, margin):

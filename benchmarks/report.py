@@ -28,6 +28,14 @@ def _fmt_range(s: dict, scale: float = 1.0, digits: int = 0) -> str:
     return f"{f.format(s['median'] / scale)} ({f.format(s['min'] / scale)}-{f.format(s['max'] / scale)})"
 
 
+def second_pass_cell(row: dict) -> str:
+    """A method's share of the winner in the second pass, with its 90% interval."""
+    ratio, ci = row.get("ratio_to_winner_2nd"), row.get("ratio_to_winner_2nd_ci")
+    if ratio is None:
+        return "-"
+    return f"{ratio:.2f}" if not ci else f"{ratio:.2f} ({ci[0]:.2f}-{ci[1]:.2f})"
+
+
 def real_table(real: dict) -> str:
     out = []
     for case in real["cases"]:
@@ -36,9 +44,8 @@ def real_table(real: dict) -> str:
             r = case["methods"].get(name)
             if r is None:
                 continue
-            second = r.get("ratio_to_winner_2nd")
             rows.append([name, _fmt_range(r["throughput"]), f"{r['ratio_to_best']:.2f}",
-                         "-" if second is None else f"{second:.2f}",
+                         second_pass_cell(r),
                          "-" if r["ratio_to_autotune"] is None else f"{r['ratio_to_autotune']:.2f}",
                          "-" if r.get("tuning_seconds") is None else f"{r['tuning_seconds']:.1f}",
                          f"{r['peak_rss_mib']['median']:,.0f}",
@@ -57,8 +64,11 @@ def real_table(real: dict) -> str:
         if second:
             out.append(f"\n2nd pass: the winner of the run above ({second['winner']}) measured "
                        f"again against each searching method's config, {second['repeats']} "
-                       f"interleaved repeats; the winner read "
-                       f"{_fmt_range(second['throughput'])} records/s.")
+                       f"interleaved rounds; the winner read "
+                       f"{_fmt_range(second['throughput'])} records/s. A method's share is "
+                       f"the median over rounds of its figure over the winner's in the same "
+                       f"round, with a 90% bootstrap interval: one that holds 1.00 cannot "
+                       f"be told from the winner.")
         out.append("")
     return "\n".join(out)
 
@@ -188,8 +198,8 @@ def headline(real, nightly, training, suffix: str = "", warm=None) -> str:
             hit = ms.get("intune_warm", {})
             rows.append([case["case"], case["kind"], cell("autotune"), cell("optuna"),
                          cell("intune_cold"), cell("intune_warm"),
-                         cell("optuna", "ratio_to_winner_2nd"),
-                         cell("intune_cold", "ratio_to_winner_2nd"),
+                         second_pass_cell(ms.get("optuna", {})),
+                         second_pass_cell(ms.get("intune_cold", {})),
                          cell("intune_cold", "ratio_to_autotune"),
                          f"{tun.get('tuning_seconds', 0):.1f} / {hit.get('tuning_seconds', 0):.1f}",
                          ms.get("autotune", {}).get("ram_violations", "-")])
@@ -200,7 +210,8 @@ def headline(real, nightly, training, suffix: str = "", warm=None) -> str:
         out.append("\nColumns AUTOTUNE .. intune warm: throughput as a share of the best config "
                    "any method found (1.00 = the best). 2nd pass: that best config measured "
                    "again against Optuna's and intune's, so that the noise which crowned it "
-                   "does not also count against the others (see benchmarks/README.md).\n")
+                   "does not also count against the others: median share over paired rounds, "
+                   "with its 90% interval (see benchmarks/README.md).\n")
         out.append(f"![real pipelines](benchmarks/results/real{suffix}.png)\n")
     if nightly:
         t = nightly["totals"]

@@ -45,7 +45,23 @@ def test_the_second_pass_scores_each_method_against_the_winner_with_fresh_measur
     assert rows["optuna"]["ratio_to_winner_2nd"] == 1.0
     assert rows["intune_cold"]["ratio_to_winner_2nd"] == 1.1
     assert rows["hillclimb"]["ratio_to_winner_2nd"] == pytest.approx(70 / 90, abs=1e-3)
+    assert rows["intune_cold"]["ratio_to_winner_2nd_ci"] == [1.1, 1.1]   # no noise, no width
     assert "ratio_to_winner_2nd" not in rows["ones"]
+
+
+def test_the_paired_ratio_cancels_drift_between_rounds_and_shows_its_uncertainty():
+    from benchmarks.real_pipelines import paired_ratio
+
+    # The machine slows down and speeds up between rounds; within a round, 5% apart.
+    winner = [100.0, 300.0, 200.0, 150.0, 250.0]
+    method = [0.95 * w for w in winner]
+    ratio, (lo, hi) = paired_ratio(method, winner)
+    assert ratio == pytest.approx(0.95) and lo == pytest.approx(0.95) and hi == pytest.approx(0.95)
+    # Noisy rounds: the interval widens and holds the true share.
+    noisy = [w * f for w, f in zip(winner, (0.85, 1.05, 0.95, 1.0, 0.9))]
+    ratio, (lo, hi) = paired_ratio(noisy, winner, seed=1)
+    assert ratio == pytest.approx(0.95) and lo < 0.95 < hi and hi - lo > 0.05
+    assert paired_ratio([1.0], [0.0]) == (0.0, (0.0, 0.0))   # a failed reference: no rounds
 
 
 @pytest.mark.slow
