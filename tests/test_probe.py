@@ -174,24 +174,27 @@ def test_pipeline_env_is_a_tuning_env_and_measures_concrete_configs():
         PipelineEnv(sleepy, ram_budget="lots")
 
 
-def test_cli_probe_json_and_errors():
-    cmd = [sys.executable, "-m", "intune_flow", "probe", "tests.test_probe:sleepy",
-           "--window-s", "0.5", "--warmup-s", "0.1"]
-    out = subprocess.run(cmd + ["--config", "read=4,threadpool=autotune", "--json"],
+def test_cli_probe_json_and_errors(capsys):
+    from intune_flow.cli import main
+
+    args = ["probe", "tests.test_probe:sleepy", "--window-s", "0.5", "--warmup-s", "0.1"]
+    # The real entry point once; the other cases in-process (each process start costs seconds).
+    out = subprocess.run([sys.executable, "-m", "intune_flow", *args,
+                          "--config", "read=4,threadpool=autotune", "--json"],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     m = json.loads(out.stdout)
     assert m["status"] == "ok" and m["config"]["read"] == 4 and m["config"]["threadpool"] == -1
-    text = subprocess.run(cmd + ["--config", "ones"], capture_output=True, text=True)
-    assert text.returncode == 0 and "records/s" in text.stdout and "read=1" in text.stdout
-    bad = subprocess.run(cmd + ["--config", "reed=4"], capture_output=True, text=True)
-    assert bad.returncode == 2 and "unknown knob" in bad.stderr
-    missing = subprocess.run([sys.executable, "-m", "intune_flow", "probe", "nomodule:f"],
-                             capture_output=True, text=True)
-    assert missing.returncode == 2 and "cannot import module 'nomodule'" in missing.stderr
+    assert main(args + ["--config", "ones"]) == 0
+    text = capsys.readouterr().out
+    assert "records/s" in text and "read=1" in text
+    assert main(args + ["--config", "reed=4"]) == 2
+    assert "unknown knob" in capsys.readouterr().err
+    assert main(["probe", "nomodule:f"]) == 2
+    assert "cannot import module 'nomodule'" in capsys.readouterr().err
 
 
-def test_cli_probe_repeat_shows_the_spread_across_windows():
+def test_cli_probe_repeat_shows_the_spread_across_windows(capsys):
     cmd = [sys.executable, "-m", "intune_flow", "probe", "tests.test_probe:sleepy",
            "--window-s", "0.3", "--warmup-s", "0.1", "--config", "ones"]
     text = subprocess.run(cmd + ["--repeat", "3"], capture_output=True, text=True)
@@ -199,6 +202,8 @@ def test_cli_probe_repeat_shows_the_spread_across_windows():
     assert [line.split(":")[0].strip() for line in text.stdout.splitlines()
             if "window " in line and "/3" in line] == ["window 1/3", "window 2/3", "window 3/3"]
     assert "3 windows: median" in text.stdout and "of the median" in text.stdout
-    runs = json.loads(subprocess.run(cmd + ["--repeat", "2", "--json"], capture_output=True,
-                                     text=True).stdout)
+    from intune_flow.cli import main
+
+    assert main(cmd[3:] + ["--repeat", "2", "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)
     assert len(runs) == 2 and all(r["status"] == "ok" and r["throughput"] > 0 for r in runs)
