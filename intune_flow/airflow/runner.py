@@ -5,6 +5,7 @@ Shared by :class:`~intune_flow.airflow.InTuneOperator` and :func:`~intune_flow.a
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any, Mapping
 
@@ -19,6 +20,18 @@ CONFIG_ERRORS = (arguments.ArgumentError, PipelineError, KnobError)
 are left to the task's ``retries``."""
 
 
+def _config_errors_not_retried(func):
+    """Raise what ``func`` raises of :data:`CONFIG_ERRORS` through :func:`not_retried`."""
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except CONFIG_ERRORS as exc:
+            raise not_retried(exc) from None
+    return wrapper
+
+
+@_config_errors_not_retried
 def run_tuning(*, pipeline, budget_s, cache=None, aws_conn_id=None, cpu_budget=None,
                ram_budget=None, strict=False, method="intune", window_s=None, timeout_s=None,
                pipeline_kwargs: Mapping[str, Any] | None = None, logger=None):
@@ -34,17 +47,6 @@ def run_tuning(*, pipeline, budget_s, cache=None, aws_conn_id=None, cpu_budget=N
     cache, aws_conn_id, cpu_budget, ram_budget, window_s, timeout_s = (
         None if isinstance(v, str) and v.strip() in ("", "None") else v
         for v in (cache, aws_conn_id, cpu_budget, ram_budget, window_s, timeout_s))
-    try:
-        return _run_tuning(tune, logger, pipeline=pipeline, budget_s=budget_s, cache=cache,
-                           aws_conn_id=aws_conn_id, cpu_budget=cpu_budget, ram_budget=ram_budget,
-                           strict=strict, method=method, window_s=window_s, timeout_s=timeout_s,
-                           pipeline_kwargs=pipeline_kwargs)
-    except CONFIG_ERRORS as exc:
-        raise not_retried(exc) from None
-
-
-def _run_tuning(tune, logger, *, pipeline, budget_s, cache, aws_conn_id, cpu_budget, ram_budget,
-                strict, method, window_s, timeout_s, pipeline_kwargs):
     arguments.check_all(pipeline=pipeline, budget_s=budget_s, cache=cache,
                         aws_conn_id=aws_conn_id, cpu_budget=cpu_budget, ram_budget=ram_budget,
                         strict=strict, method=method, window_s=window_s, timeout_s=timeout_s,
