@@ -226,7 +226,7 @@ class Pipeline:
         return adapter.finalize(ds, config, self._implicit)
 
     def iterate(self, ds):
-        """An iterator over a dataset this pipeline built."""
+        """An iterator over a new epoch of a dataset this pipeline built."""
         return self._adapter.iterate(ds)
 
     def snapshot(self, iterator):

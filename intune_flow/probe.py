@@ -15,7 +15,9 @@ over the whole probe (build included).
 
 It stops early with status ``"oom"`` when RSS passes ``ram_budget``, ``"timeout"`` when
 no element arrives for ``timeout_s`` (a hung factory or stage), ``"error"`` when building
-or iterating raises, and ``"empty"`` when the dataset ends before the window does.
+or iterating raises, and ``"empty"`` when the dataset yields nothing. A finite dataset that
+ends before the window does is read again from the start, epoch after epoch, as training
+reads it: the figure includes each epoch's start-up cost.
 A worker thread that hangs inside the framework cannot be interrupted from Python: it is
 abandoned (a daemon thread; it stops at its next element) and the caller gets the
 ``"timeout"`` measurement. After each probe the iterator and dataset are dropped and
@@ -59,7 +61,7 @@ class _Worker(threading.Thread):
         self.first_n = 0
         self.last_at = time.perf_counter()
         self.progress = (self.last_at, 0, 0)  # (time, elements, records), replaced atomically
-        self.done = False       # iteration ended (StopIteration)
+        self.done = False       # iteration ended: an epoch yielded no element
         self.error: BaseException | None = None
         self.finished = threading.Event()
 
@@ -68,12 +70,19 @@ class _Worker(threading.Thread):
         try:
             ds = self.pipeline.build(self.config)
             it = self.pipeline.iterate(ds)
+            in_epoch = 0
             while not self.stop.is_set():
                 try:
                     element = next(it)
                 except StopIteration:
-                    self.done = True
-                    break
+                    if in_epoch == 0:   # nothing at all, or an epoch that yields nothing
+                        self.done = True
+                        break
+                    it = None
+                    it = self._next_epoch(ds)
+                    in_epoch = 0
+                    continue
+                in_epoch += 1
                 n = self.pipeline.records_in(element)
                 del element
                 now = time.perf_counter()
@@ -96,6 +105,14 @@ class _Worker(threading.Thread):
             it = ds = None  # noqa: F841 - release the framework's iterator in this thread
             self.pipeline = None
             self.finished.set()
+
+    def _next_epoch(self, ds):
+        """A finite dataset ended: read it again, as training reads epochs (a new iterator,
+        with its start-up cost). Stage timings do not carry over to the new iterator, so a
+        probe whose window spans epochs after its first snapshot reports no signals."""
+        if self.snapshots:
+            self.snapshot_after, self.snapshots = None, []
+        return self.pipeline.iterate(ds)
 
     def _snapshot(self, it) -> None:
         try:
@@ -241,9 +258,12 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
                 break  # ended just after the window: the window itself was measured
             if worker.done:
                 status = STATUS_EMPTY
-                error = (f"the pipeline ended after {worker.elements} element(s), before the "
-                         f"{warmup_s + window_s:g} s warm-up and window; repeat it "
-                         f"(.repeat()/epochs=None) or give it more data")
+                error = (f"the pipeline yielded no elements (check its input files and "
+                         f"filters)" if worker.elements == 0 else
+                         f"the pipeline ended after {worker.elements} element(s) and its next "
+                         f"epoch yielded none, before the {warmup_s + window_s:g} s warm-up "
+                         f"and window; make it re-iterable (a dataset, not a one-shot "
+                         f"generator) or repeat it (.repeat())")
                 break
             if now - max(worker.last_at, started) > timeout_s:
                 status = STATUS_TIMEOUT

@@ -112,10 +112,12 @@ def _check_args(budget_s, cpu_budget, ram_budget, method, window_s, timeout_s, p
                               f"already holds ({rss / 2**20:,.0f} MiB RSS), so no config could "
                               f"fit; give more (e.g. ram_budget=\"{(rss + 2**30) / 2**30:.0f}GiB\") "
                               "or leave it None")
-        if ram_budget > machine_ram():
-            log.warning("ram_budget=%.1f GiB is more than this machine's %.1f GiB: the memory "
-                        "guard cannot stop a config before the machine runs out",
-                        ram_budget / 2**30, machine_ram() / 2**30)
+        total = machine_ram()
+        if ram_budget > total:
+            raise IntuneError(f"ram_budget={ram_budget / 2**30:.1f} GiB is more than this "
+                              f"machine's {total / 2**30:.1f} GiB (physical RAM / cgroup limit), "
+                              f"so the memory guard could not stop a config before the machine "
+                              f"runs out; pass at most \"{total / 2**30:.1f}GiB\" or leave it None")
     if not isinstance(strict, bool):
         raise IntuneError(f"strict must be True or False, got {strict!r}")
     if not (progress is None or isinstance(progress, bool) or callable(progress)):

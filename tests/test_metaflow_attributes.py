@@ -207,3 +207,19 @@ def test_timeout_s_reaches_tune_and_bounds_a_hanging_factory(tmp_path):
     # tune()'s own bound is 60 s: this says 1 s, so the attribute's value was used
     assert "did not return within 1s" in result.reason
     assert result.tuning_seconds < 30
+
+
+def test_resources_above_this_machine_are_lowered_to_it_with_a_log_line(capsys):
+    from intune_flow.metaflow.decorator import IntuneDecorator
+    from intune_flow.resources import machine_ram, usable_cpus
+
+    deco = IntuneDecorator(attributes={"pipeline": REF})
+    deco.step_name, deco._methods = "train", None
+    deco.settings = deco._coerce(deco.attributes)
+    deco.resource_cpu, deco.resource_ram = 4096.0, 2**50      # a flow written for a bigger box
+    assert deco._budgets() == (usable_cpus(), machine_ram())
+    out = capsys.readouterr()
+    log = out.out + out.err
+    assert "@resources asks for 4096 CPUs" in log and "@resources asks for 1048576.0 GiB" in log
+    deco.resource_cpu, deco.resource_ram = None, 2**30          # what fits is kept as asked
+    assert deco._budgets() == (None, 2**30)

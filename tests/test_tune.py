@@ -38,6 +38,14 @@ def tiny_pipeline(knobs, n=200_000):
     return ds.prefetch(knobs.buffer("prefetch", max=16))
 
 
+def finite_pipeline(knobs, n=4096):
+    """One short epoch (no repeat), as a Keras ``fit(ds, epochs=...)`` input is written."""
+    ds = tf.data.Dataset.range(n).batch(256)
+    ds = ds.map(lambda x: tf.reduce_sum(tf.sqrt(tf.cast(x, tf.float32) + 1.0)),
+                num_parallel_calls=knobs.parallelism("work", max=8))
+    return ds.prefetch(knobs.buffer("prefetch", max=16))
+
+
 def named_pipeline(knobs, name="x", scale=1, where=None, api_token=None):
     """Elements whose feature name and values show which factory arguments built them."""
     ds = tf.data.Dataset.range(1 << 20).repeat().map(lambda i: {name: i * scale},
@@ -101,6 +109,7 @@ def lenient(monkeypatch):
     ({"pipeline_kwargs": {"n_rows": 5}}, "takes no argument(s) ['n_rows']"),
     ({"seed": "x"}, "seed"),
     ({"ram_budget": "1KiB"}, "below what this process already holds"),
+    ({"ram_budget": "1000TiB"}, "more than this machine's"),
     ({"strict": "yes"}, "strict must be True or False"),
     ({"progress": 3}, "progress must be None"),
 ])
@@ -229,6 +238,13 @@ def test_a_budget_that_holds_no_step_says_so_and_caches_nothing(cache_dir):
     assert get_cache(cache_dir).records() == []
     again = tune(TINY, budget_s=0.5, cache=cache_dir, window_s=0.4, progress=False, seed=0)
     assert again.source == "tuned"
+
+
+def test_a_finite_dataset_is_tuned_over_epochs_and_builds_one_epoch(cache_dir):
+    result = tune(finite_pipeline, budget_s=4, cache=cache_dir, **FAST)
+    assert result.source == "tuned", result.reason
+    assert len(result.history) > 2 and all(m.status == "ok" for m in result.history)
+    assert sum(1 for _ in result.build()) == 4096 // 256   # the user's dataset: one epoch
 
 
 # -- cold, warm, drift, transfer, damage on the tiny pipeline -------------------------------

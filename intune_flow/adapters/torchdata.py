@@ -48,6 +48,11 @@ def batch_size(ds) -> int | None:
 
 
 def iterate(ds):
+    """An iterator over a new epoch: a ``Loader`` resets its root itself; a bare node, once
+    exhausted, is reset here (its ``__iter__`` returns the node as it is)."""
+    nodes = sys.modules.get("torchdata.nodes")
+    if nodes is not None and isinstance(ds, nodes.BaseNode):
+        ds.reset()
     return iter(ds)
 
 

@@ -192,7 +192,16 @@ class IntuneDecorator(StepDecorator):
             if cpu < asked:
                 _log(f"{by} asks for {asked:g} CPUs but this machine gives the step "
                      f"{usable:g}: tuning for {usable:g}")
-        ram = s.ram_budget if s.ram_budget is not None else self.resource_ram
+        ram, by = ((s.ram_budget, "ram_budget") if s.ram_budget is not None
+                   else (self.resource_ram, "@resources"))
+        if ram is not None:
+            from ..resources import machine_ram
+
+            total = machine_ram()
+            if ram > total:
+                _log(f"{by} asks for {ram / 2**30:.1f} GiB of memory but this machine has "
+                     f"{total / 2**30:.1f} GiB: tuning within {total / 2**30:.1f} GiB")
+                ram = total
         return cpu, ram
 
     def _tune(self, cpu, ram, cache):
