@@ -17,15 +17,11 @@ setup: $(BIN)/intune-flow
 demo: setup  ## the nightly retraining demo, run twice: the second night hits the cache
 	$(BIN)/intune-flow demo
 
-# Two workers: most of the suite's wall time is tuning budgets, flows and DAG runs that wait,
-# so two processes halve it even on two cores (each test keeps its own homes and S3 server).
-PYTEST := $(BIN)/python -m pytest -q -n 2 --dist worksteal
-
 test: setup  ## the whole test suite, slow cases included
-	$(PYTEST)
+	$(BIN)/python -m pytest -q
 
 test-fast: setup
-	$(PYTEST) -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow"
 
 bench-quick: setup
 	$(BIN)/intune-flow bench --quick
