@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -124,6 +125,26 @@ def test_torchdata_autotune_resolves_to_concrete_values():
     cores = max(1, int(round(usable_cpus())))
     assert seen[-1] == (min(cores, 8), 2)
     assert p.batch_size == 10
+
+
+def test_a_torchdata_batch_without_collate_counts_its_items_as_records():
+    # A Batcher yields a list of items; without a collate step each item stays a dict.
+    from torchdata.nodes import Batcher, IterableWrapper, ParallelMapper
+
+    from intune_flow.probe import probe
+
+    def factory(knobs):
+        node = ParallelMapper(IterableWrapper(range(10**9)),
+                              lambda i: {"id": i, "dense": np.full(3, i, np.float32)},
+                              num_workers=knobs.parallelism("work", max=4), method="thread")
+        return Batcher(node, batch_size=16)
+
+    p = Pipeline.load(factory)
+    assert p.schema() == {"id": {"dtype": "int", "shape": [None]},
+                          "dense": {"dtype": "float32", "shape": [None, 3]}}
+    assert p.batch_size == 16 and p.records_in(p.first_element()) == 16
+    m = probe(p, window_s=0.5, warmup_s=0.1)
+    assert m.status == "ok" and m.records_per_s == pytest.approx(16 * m.elements_per_s, rel=0.05)
 
 
 # -- errors a user can act on ------------------------------------------------------------

@@ -64,7 +64,14 @@ def normalize_schema(leaves: list[tuple[str, str, list]], batched: bool | None =
 
 
 def element_schema(element, batched: bool | None = None) -> tuple[dict, bool, int | None]:
-    """Like ``normalize_schema``, from one concrete element (tensors or arrays)."""
+    """Like ``normalize_schema``, from one concrete element (tensors or arrays).
+
+    A list is a batch of items, as a torchdata ``Batcher`` yields without a collate step:
+    the schema is its first item's, with a leading batch dimension."""
+    if isinstance(element, list) and element:
+        schema, _, _ = element_schema(element[0], batched=False)
+        return ({name: {"dtype": leaf["dtype"], "shape": [None, *leaf["shape"]]}
+                 for name, leaf in schema.items()}, True, len(element))
     leaves = []
     for name, leaf in flatten(element):
         dtype = getattr(leaf, "dtype", None)
@@ -75,7 +82,10 @@ def element_schema(element, batched: bool | None = None) -> tuple[dict, bool, in
 
 
 def leading_dim(element) -> int:
-    """Records in one element: the leading dimension of its first leaf, or 1 if it has none."""
+    """Records in one element: a list's length (a batch of items), else the leading dimension
+    of its first leaf, or 1 if it has none."""
+    if isinstance(element, list):
+        return len(element)
     leaves = flatten(element)
     shape = getattr(leaves[0][1], "shape", None) if leaves else None
     try:
