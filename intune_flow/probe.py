@@ -11,7 +11,9 @@ at the first element: ``warmup_s`` seconds are discarded, then ``window_s`` seco
 split into ``subwindows`` equal parts; the reported rates are the median over the parts
 and ``spread`` is (max - min) / median. ``cpu_util`` is process CPU seconds over the
 window / (window wall seconds * cpu_budget). ``peak_rss`` is the highest sampled RSS
-over the whole probe (build included).
+over the whole probe (build included). Worker processes the pipeline starts (torchdata
+``method="process"``) count too: their CPU time, and the memory they add after they start
+(:class:`~intune_flow.resources.WorkerProcesses`).
 
 It stops early with status ``"oom"`` when RSS passes ``ram_budget``, ``"timeout"`` when
 no element arrives for ``timeout_s`` (a hung factory or stage), ``"error"`` when building
@@ -37,7 +39,7 @@ from typing import Mapping
 from .errors import IntuneError
 from .measurement import (STATUS_EMPTY, STATUS_ERROR, STATUS_OK, STATUS_OOM, STATUS_TIMEOUT,
                           Measurement)
-from .resources import current_rss, default_ram_budget, usable_cpus
+from .resources import WorkerProcesses, current_rss, default_ram_budget, usable_cpus
 
 SAMPLE_S = 0.025
 JOIN_S = 5.0  # how long to wait for the worker to let go of the pipeline after a stop
@@ -231,15 +233,17 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
     samples: list[tuple[float, int, int, float, float]] = []
     peak_rss = current_rss()
     status, error = STATUS_OK, None
+    processes = WorkerProcesses()
     worker.start()
     try:
         while True:
             time.sleep(SAMPLE_S)
             now = time.perf_counter()
-            rss = current_rss()
+            extra_rss, workers_cpu = processes.sample(now)
+            rss = current_rss() + extra_rss
             peak_rss = max(peak_rss, rss)
             at, elements, records = worker.progress
-            samples.append((now, elements, records, time.process_time(), at))
+            samples.append((now, elements, records, time.process_time() + workers_cpu, at))
             if worker.error is not None:
                 status, error = STATUS_ERROR, f"{type(worker.error).__name__}: {worker.error}"
                 break

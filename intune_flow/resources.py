@@ -117,3 +117,55 @@ def parse_bytes(value) -> int:
     if unit not in units or n <= 0:
         raise ValueError(f"not a memory size: {value!r} (use e.g. 4GiB, 512MB or bytes)")
     return int(n * units[unit])
+
+
+class WorkerProcesses:
+    """Memory and CPU of the processes a pipeline starts (torchdata ``method="process"``).
+
+    Children that exist when it is created are not the pipeline's and are left out. A
+    child's memory is counted as its RSS growth since it was first seen: a forked worker
+    starts out sharing its parent's pages, which its RSS counts again, so only what it
+    allocates (or copies on write) after that is its own. Its CPU is all of its CPU time.
+    The child list is refreshed every ``refresh_s`` (listing them scans ``/proc``); the
+    figures of known children are read at every :meth:`sample`.
+    """
+
+    def __init__(self, refresh_s: float = 0.25):
+        self._me = psutil.Process()
+        self._before = {c.pid for c in self._children()}
+        self._known: dict[int, tuple[psutil.Process, int]] = {}
+        self._cpu_gone = 0.0
+        self._last_cpu: dict[int, float] = {}
+        self._refresh_s, self._listed_at = refresh_s, -math.inf
+
+    def _children(self) -> list:
+        try:
+            return self._me.children(recursive=True)
+        except psutil.Error:
+            return []
+
+    def sample(self, now: float) -> tuple[int, float]:
+        """(bytes the workers hold beyond what they shared at start, their CPU seconds)."""
+        if now - self._listed_at >= self._refresh_s:
+            self._listed_at = now
+            for child in self._children():
+                if child.pid not in self._before and child.pid not in self._known:
+                    try:
+                        self._known[child.pid] = (child, child.memory_info().rss)
+                    except psutil.Error:
+                        pass
+        extra, cpu = 0, self._cpu_gone
+        for pid, (child, first_rss) in list(self._known.items()):
+            try:
+                rss = child.memory_info().rss
+                times = child.cpu_times()
+            except psutil.Error:   # exited: keep the CPU it had used
+                gone = self._last_cpu.pop(pid, 0.0)
+                self._cpu_gone += gone
+                cpu += gone
+                del self._known[pid]
+                continue
+            self._last_cpu[pid] = times.user + times.system
+            extra += max(0, rss - first_rss)
+            cpu += self._last_cpu[pid]
+        return extra, cpu

@@ -117,6 +117,37 @@ def test_oom_stops_a_leaking_pipeline_within_budget_plus_margin():
     assert budget < m.peak_rss <= budget * (1 + RSS_MARGIN)
 
 
+WORKER_HOLDS: list = []   # filled inside each forked worker process only
+
+
+def _hold_and_work(i, hold_mib=0):
+    if hold_mib and not WORKER_HOLDS:
+        WORKER_HOLDS.append(np.ones(hold_mib * 2**20 // 8))    # touched: resident
+    return float(np.sort(np.random.default_rng(i).random(50_000))[0])   # ~5 ms of CPU
+
+
+def process_workers(knobs, hold_mib=0):
+    """torchdata with process workers (forked): their CPU and memory are not this process's."""
+    import functools
+
+    nodes = pytest.importorskip("torchdata.nodes")
+    node = nodes.ParallelMapper(nodes.IterableWrapper(range(10**9)),
+                                functools.partial(_hold_and_work, hold_mib=hold_mib),
+                                num_workers=knobs.parallelism("map", max=4), method="process")
+    return nodes.Batcher(node, batch_size=8)
+
+
+def test_process_workers_count_in_cpu_and_in_the_ram_guard():
+    busy = probe(process_workers, {"map": 2}, window_s=1.5, warmup_s=0.5)
+    assert busy.status == "ok", busy.error
+    assert busy.cpu_util > 0.3        # two busy workers on the budget's cores; 0.02 unseen
+    # Each worker holds 400 MiB of its own: the guard sees them and stops the config.
+    budget = current_rss() + 300 * 2**20
+    held = probe(lambda knobs: process_workers(knobs, hold_mib=400), {"map": 2},
+                 window_s=3, warmup_s=0.5, ram_budget=budget, timeout_s=20)
+    assert held.status == "oom", (held.status, held.peak_rss / 2**20, budget / 2**20)
+
+
 def test_timeout_when_a_stage_blocks_forever():
     m = probe(blocks_forever, window_s=1, timeout_s=1.5)
     assert m.status == "timeout" and "no first element within 1.5 s" in m.error

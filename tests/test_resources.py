@@ -42,3 +42,30 @@ def test_hardware_class_buckets_ram():
     # By default the machine's memory, not what happens to be free: stable across runs.
     assert resources.hardware_class(2) == resources.hardware_class(2, resources.machine_ram())
     assert 0 < resources.available_ram() <= resources.machine_ram()
+
+
+def test_worker_processes_count_children_started_after_them_and_what_they_add():
+    import subprocess
+    import sys
+    import time
+
+    hold = "import time; time.sleep({wait}); x = b'x' * (200 * 2**20); time.sleep(60)"
+    older = subprocess.Popen([sys.executable, "-c", hold.format(wait=0)])
+    try:
+        time.sleep(1.0)                         # holds its 200 MiB before we start counting
+        workers = resources.WorkerProcesses(refresh_s=0.0)
+        assert workers.sample(time.perf_counter()) == (0, 0.0)
+        newer = subprocess.Popen([sys.executable, "-c", hold.format(wait=1.0)])
+        try:
+            extra, cpu, deadline = 0, 0.0, time.time() + 20
+            while extra < 150 * 2**20 and time.time() < deadline:
+                extra, cpu = workers.sample(time.perf_counter())
+                time.sleep(0.05)
+            assert 150 * 2**20 <= extra < 400 * 2**20   # the newer one's 200 MiB, not the older's
+            assert cpu > 0
+        finally:
+            newer.kill()
+            newer.wait()
+    finally:
+        older.kill()
+        older.wait()
