@@ -80,7 +80,7 @@ class _Worker(threading.Thread):
                     if in_epoch == 0:   # nothing at all, or an epoch that yields nothing
                         self.done = True
                         break
-                    it = None
+                    it = None   # let the finished iterator go before the next one starts
                     it = self._next_epoch(ds)
                     in_epoch = 0
                     continue

@@ -133,9 +133,8 @@ class WorkerProcesses:
     def __init__(self, refresh_s: float = 0.25):
         self._me = psutil.Process()
         self._before = {c.pid for c in self._children()}
-        self._known: dict[int, tuple[psutil.Process, int]] = {}
-        self._cpu_gone = 0.0
-        self._last_cpu: dict[int, float] = {}
+        self._known: dict[int, tuple[psutil.Process, int]] = {}   # pid -> (child, first RSS)
+        self._cpu: dict[int, float] = {}     # pid -> its CPU seconds when last read
         self._refresh_s, self._listed_at = refresh_s, -math.inf
 
     def _children(self) -> list:
@@ -149,23 +148,20 @@ class WorkerProcesses:
         if now - self._listed_at >= self._refresh_s:
             self._listed_at = now
             for child in self._children():
-                if child.pid not in self._before and child.pid not in self._known:
+                if child.pid not in self._before and child.pid not in self._cpu:
                     try:
                         self._known[child.pid] = (child, child.memory_info().rss)
+                        self._cpu[child.pid] = 0.0
                     except psutil.Error:
                         pass
-        extra, cpu = 0, self._cpu_gone
+        extra = 0
         for pid, (child, first_rss) in list(self._known.items()):
             try:
                 rss = child.memory_info().rss
                 times = child.cpu_times()
-            except psutil.Error:   # exited: keep the CPU it had used
-                gone = self._last_cpu.pop(pid, 0.0)
-                self._cpu_gone += gone
-                cpu += gone
+            except psutil.Error:   # exited: its memory is gone, its last CPU reading stays
                 del self._known[pid]
                 continue
-            self._last_cpu[pid] = times.user + times.system
+            self._cpu[pid] = times.user + times.system
             extra += max(0, rss - first_rss)
-            cpu += self._last_cpu[pid]
-        return extra, cpu
+        return extra, sum(self._cpu.values())

@@ -50,8 +50,8 @@ def batch_size(ds) -> int | None:
 def iterate(ds):
     """An iterator over a new epoch: a ``Loader`` resets its root itself; a bare node, once
     exhausted, is reset here (its ``__iter__`` returns the node as it is)."""
-    nodes = sys.modules.get("torchdata.nodes")
-    if nodes is not None and isinstance(ds, nodes.BaseNode):
+    types = _types()
+    if types and isinstance(ds, types[0]):    # BaseNode
         ds.reset()
     return iter(ds)
 

@@ -43,6 +43,20 @@ def _log(message: str) -> None:
     print(f"[@intune] {message}", flush=True)
 
 
+def _within_machine(attribute, given, from_resources, machine, describe):
+    """``given`` (else ``from_resources``), lowered to ``machine()`` with a log line; None if
+    neither is set."""
+    asked, by = (given, attribute) if given is not None else (from_resources, "@resources")
+    if asked is None:
+        return None
+    limit = machine()
+    if asked > limit:
+        _log(f"{by} asks for {describe(asked)} but this machine gives the step "
+             f"{describe(limit)}: tuning within that")
+        return limit
+    return asked
+
+
 def _known_methods() -> tuple[str, ...] | None:
     try:
         from ..tune import METHODS
@@ -178,30 +192,16 @@ class IntuneDecorator(StepDecorator):
         self.session = None
 
     def _budgets(self) -> tuple[float | None, int | None]:
+        """The attribute, else ``@resources``, lowered to what this machine gives the step:
+        both describe the machine the step is meant for, run locally (or on a smaller
+        machine) the step may get less, and tune() refuses more than there is."""
+        from ..resources import machine_ram, usable_cpus
+
         s = self.settings
-        asked, by = ((s.cpu_budget, "cpu_budget") if s.cpu_budget is not None
-                     else (self.resource_cpu, "@resources"))
-        cpu = asked
-        if asked is not None:
-            # Both describe the machine the step is meant for; run locally (or on a smaller
-            # machine) the step may use fewer cores, and tune() refuses more than it can use.
-            from ..resources import usable_cpus
-
-            usable = usable_cpus()
-            cpu = min(asked, usable)
-            if cpu < asked:
-                _log(f"{by} asks for {asked:g} CPUs but this machine gives the step "
-                     f"{usable:g}: tuning for {usable:g}")
-        ram, by = ((s.ram_budget, "ram_budget") if s.ram_budget is not None
-                   else (self.resource_ram, "@resources"))
-        if ram is not None:
-            from ..resources import machine_ram
-
-            total = machine_ram()
-            if ram > total:
-                _log(f"{by} asks for {ram / 2**30:.1f} GiB of memory but this machine has "
-                     f"{total / 2**30:.1f} GiB: tuning within {total / 2**30:.1f} GiB")
-                ram = total
+        cpu = _within_machine("cpu_budget", s.cpu_budget, self.resource_cpu, usable_cpus,
+                              lambda v: f"{v:g} CPUs")
+        ram = _within_machine("ram_budget", s.ram_budget, self.resource_ram, machine_ram,
+                              lambda v: f"{v / 2**30:.1f} GiB of memory")
         return cpu, ram
 
     def _tune(self, cpu, ram, cache):
