@@ -36,7 +36,11 @@ NO_SIGNALS = "_nosignals"
 
 
 def run(pipelines: int, cores_list=CORES, methods=METHODS, steps: int = STEPS, seed: int = 0,
-        log=print) -> dict:
+        log=print, noise: float | None = None) -> dict:
+    """Every method on held-out pipelines; ``noise`` replaces each pipeline's own
+    measurement noise (a lognormal sigma) when given."""
+    import dataclasses
+
     import torch
     torch.set_num_threads(1)
     from intune_flow.agent.policy_io import default_policy_provenance, load_default_policy
@@ -49,6 +53,8 @@ def run(pipelines: int, cores_list=CORES, methods=METHODS, steps: int = STEPS, s
     for cores in cores_list:
         for i in range(pipelines):
             pipe = sample_pipeline("eval", i, cores=cores)
+            if noise is not None:
+                pipe = dataclasses.replace(pipe, noise=noise)
             probe = SimEnv(pipe, seed=0)
             _, best = oracle(probe)
             start_x = probe.true_throughput(probe.space.defaults())
@@ -71,7 +77,7 @@ def run(pipelines: int, cores_list=CORES, methods=METHODS, steps: int = STEPS, s
                 })
         log(f"{cores:>4} cores done ({time.time() - t0:.0f}s)")
     return {"rows": rows, "summary": summarize(rows), "meta": {
-        "pipelines_per_core_count": pipelines, "steps": steps, "seed": seed,
+        "pipelines_per_core_count": pipelines, "steps": steps, "seed": seed, "noise": noise,
         "cores": list(cores_list), "methods": list(methods),
         "policy": default_policy_provenance(),
         "command": "python -m benchmarks.sim_bench" + (" --quick" if pipelines < 50 else ""),

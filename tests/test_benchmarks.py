@@ -121,3 +121,23 @@ def test_budget_sweep_scores_every_seed_from_side_by_side_measurements(tmp_path)
     assert "| sleepy | 1.5 s |" in md and "(worst " in md
     plot({"cases": [out]}, tmp_path / "sweep.png")
     assert (tmp_path / "sweep.png").stat().st_size > 1000
+
+
+def test_sim_budgets_scores_each_method_at_each_budget_and_refreshes_its_block(tmp_path,
+                                                                               monkeypatch):
+    import benchmarks.sim_budgets as sb
+
+    data = sb.run(2, budgets=(3, 6), noises=(None, 0.1), methods=("intune", "random"),
+                  cores=(8,), log=lambda *a: None)
+    assert len(data["cells"]) == 2 * 2 * 2
+    for c in data["cells"]:
+        assert c["n"] == 2 and 0.0 <= c["p10"] <= c["median"] <= 1.0 + 1e-9
+        assert c["median_steps_used"] <= c["steps"]
+    readme = tmp_path / "README.md"
+    readme.write_text(f"before\n{sb.START}\nstale\n{sb.END}\nafter\n")
+    monkeypatch.setattr(sb, "BENCH_README", readme)
+    sb.write_outputs(data, tmp_path, update_readme=True)
+    text = readme.read_text()
+    assert "stale" not in text and text.startswith("before") and text.endswith("after\n")
+    assert "Noise: sigma 0.10" in text and "| 6 |" in text
+    assert (tmp_path / "sim_budgets.png").stat().st_size > 1000
