@@ -182,7 +182,7 @@ class Pipeline:
 
     @property
     def framework(self) -> str:
-        """``"tf.data"`` or ``"torchdata"``."""
+        """``"tf.data"``, ``"torchdata"`` or ``"torch.utils.data"``."""
         self.space
         return self._adapter.FRAMEWORK
 
@@ -265,7 +265,8 @@ class Pipeline:
             self.space
             if self._spec is None:  # torchdata: known only from the first batch
                 self._spec = adapters.element_schema(self.first_element(),
-                                                     True if self._batch_known else None)
+                                                     True if self._batch_known else None,
+                                                     self._adapter.LIST_IS_BATCH)
             self._schema, batched, static = self._spec
             if not self._batch_known and (static is not None or not batched):
                 self._batch_size, self._batch_known = (static if batched else 1), True
@@ -284,8 +285,9 @@ class Pipeline:
             if self._spec is not None:
                 self._batched = self._spec[1]
             else:
-                self._batched = self._batch_known or adapters.element_schema(element)[1]
-        return adapters.leading_dim(element) if self._batched else 1
+                self._batched = self._batch_known or adapters.element_schema(
+                    element, list_is_batch=self._adapter.LIST_IS_BATCH)[1]
+        return adapters.leading_dim(element, self._adapter.LIST_IS_BATCH) if self._batched else 1
 
     @property
     def batch_size(self) -> int | None:
@@ -293,7 +295,8 @@ class Pipeline:
         if not self._batch_known:
             self.schema()
         if not self._batch_known:
-            self._batch_size = adapters.leading_dim(self.first_element())
+            self._batch_size = adapters.leading_dim(self.first_element(),
+                                                    self._adapter.LIST_IS_BATCH)
             self._batch_known = True
         return self._batch_size
 

@@ -162,3 +162,15 @@ def test_criteo_remote_read_parallelism_helps_until_the_cpu_binds(dataset):
         rates[read] = m.records_per_s
     assert rates[8] > 2 * rates[1]        # latency-bound: 8x the GETs in flight
     assert rates[64] < 4 * rates[8]       # 8x more again buys far less: parsing binds
+
+
+def test_criteo_dataloader_same_structure_and_workers_count(dataset):
+    p = Pipeline.load("examples.criteo_dataloader:criteo_dataloader_pipeline",
+                      files=dataset["parquet"])
+    assert p.framework == "torch.utils.data"
+    assert p.space.names == ("workers", "prefetch")
+    assert p.schema() == SCHEMA
+    assert _epoch_records(p, {"workers": 1}) == ROWS         # in-process
+    assert _epoch_records(p, {"workers": 3, "prefetch": 2}) == ROWS
+    m = probe(p, {"workers": 3, "prefetch": 2}, window_s=0.5, warmup_s=0.2)
+    assert m.ok and m.records_per_s > 0 and m.cpu_util > 0

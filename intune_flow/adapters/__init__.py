@@ -1,6 +1,8 @@
-"""Framework adapters: what intune_flow needs to know about a tf.data or torchdata dataset.
+"""Framework adapters: what intune_flow needs to know about a tf.data, torchdata or
+torch DataLoader dataset.
 
-Each adapter module defines ``FRAMEWORK``, ``is_dataset(obj)``, ``implicit_knobs()``,
+Each adapter module defines ``FRAMEWORK``, ``LIST_IS_BATCH`` (whether a Python list the
+dataset yields is a batch of items), ``is_dataset(obj)``, ``implicit_knobs()``,
 ``prepare_config(space, config, cpu_budget)``, ``finalize(ds, config, implicit)``,
 ``spec_schema(ds)``, ``batch_size(ds)``, ``iterate(ds)`` and, for per-stage signals,
 ``locate_stages(space, build_and_iterate)``, ``snapshot(iterator)`` and
@@ -14,8 +16,9 @@ from __future__ import annotations
 
 from importlib import import_module
 
-SUPPORTED = "tf.data.Dataset, torchdata.nodes.BaseNode or torchdata.nodes.Loader"
-_MODULES = (".tfdata", ".torchdata")
+SUPPORTED = ("tf.data.Dataset, torchdata.nodes.BaseNode, torchdata.nodes.Loader or "
+             "torch.utils.data.DataLoader")
+_MODULES = (".tfdata", ".torchdata", ".torch_loader")
 
 
 def adapter_for(obj):
@@ -63,12 +66,14 @@ def normalize_schema(leaves: list[tuple[str, str, list]], batched: bool | None =
     return schema, batched, static
 
 
-def element_schema(element, batched: bool | None = None) -> tuple[dict, bool, int | None]:
+def element_schema(element, batched: bool | None = None, list_is_batch: bool = False
+                   ) -> tuple[dict, bool, int | None]:
     """Like ``normalize_schema``, from one concrete element (tensors or arrays).
 
-    A list is a batch of items, as a torchdata ``Batcher`` yields without a collate step:
-    the schema is its first item's, with a leading batch dimension."""
-    if isinstance(element, list) and element:
+    With ``list_is_batch``, a list is a batch of items, as a torchdata ``Batcher`` yields
+    without a collate step: the schema is its first item's, with a leading batch
+    dimension. Otherwise a list is a structure, as a DataLoader's collated tuple."""
+    if list_is_batch and isinstance(element, list) and element:
         schema, _, _ = element_schema(element[0], batched=False)
         return ({name: {"dtype": leaf["dtype"], "shape": [None, *leaf["shape"]]}
                  for name, leaf in schema.items()}, True, len(element))
@@ -81,10 +86,10 @@ def element_schema(element, batched: bool | None = None) -> tuple[dict, bool, in
     return normalize_schema(leaves, batched)
 
 
-def leading_dim(element) -> int:
-    """Records in one element: a list's length (a batch of items), else the leading dimension
-    of its first leaf, or 1 if it has none."""
-    if isinstance(element, list):
+def leading_dim(element, list_is_batch: bool = False) -> int:
+    """Records in one element: a list's length when a list is a batch of items, else the
+    leading dimension of its first leaf, or 1 if it has none."""
+    if list_is_batch and isinstance(element, list):
         return len(element)
     leaves = flatten(element)
     shape = getattr(leaves[0][1], "shape", None) if leaves else None

@@ -9,6 +9,7 @@ from . import flatten, normalize_schema, tfdata_stages
 from .tfdata_stages import autotune_choices, snapshot  # noqa: F401 - part of the adapter API
 
 FRAMEWORK = "tf.data"
+LIST_IS_BATCH = False
 THREADPOOL = "threadpool"
 
 

@@ -7,6 +7,7 @@ import sys
 
 
 FRAMEWORK = "torchdata"
+LIST_IS_BATCH = True     # a Batcher without a collate step yields a list of items
 
 
 def _types():
