@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 import statistics
 import time
 from pathlib import Path
@@ -64,6 +65,17 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def replace_block(path: Path, start: str, end: str, text: str) -> None:
+    """Rewrite what lies between the ``start`` and ``end`` marker lines of a Markdown file
+    (``text`` ends with its own newline); nothing when the file or a marker is missing."""
+    if not path.exists():
+        return
+    doc = path.read_text()
+    if start in doc and end in doc:
+        path.write_text(re.sub(re.escape(start) + r".*?" + re.escape(end),
+                               lambda _: f"{start}\n{text}{end}", doc, flags=re.S))
 
 
 def write_json(name: str, data: dict, out_dir: Path = RESULTS) -> Path:

@@ -6,10 +6,9 @@ Every number shown comes from benchmarks/results/*.json, written by ``python -m 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
-from .common import RESULTS, md_table
+from .common import RESULTS, md_table, replace_block
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 BENCH_README = Path(__file__).resolve().parent / "README.md"
@@ -150,8 +149,8 @@ def write_all(suffix: str = "", update_readme: bool = True) -> None:
     text = "\n".join(sections)
     (RESULTS / f"summary{suffix}.md").write_text(text + "\n")
     if update_readme:
-        _replace_block(BENCH_README, text)
-        _replace_block(README, headline(real, nightly, training, suffix, warm))
+        replace_block(BENCH_README, START, END, text + "\n")
+        replace_block(README, START, END, headline(real, nightly, training, suffix, warm) + "\n")
 
 
 def warm_sentence(warm: dict) -> str:
@@ -165,16 +164,6 @@ def warm_sentence(warm: dict) -> str:
             f"{med['throughput_ratio']['median']:.1%} of the cold config's throughput "
             f"(warm sources: {', '.join(sorted(set(med['warm_sources'])))}; "
             f"{warm['machine']['date']}).")
-
-
-def _replace_block(path: Path, text: str) -> None:
-    if not path.exists():
-        return
-    doc = path.read_text()
-    if START in doc and END in doc:
-        block = f"{START}\n{text}\n{END}"
-        path.write_text(re.sub(re.escape(START) + r".*?" + re.escape(END), lambda _: block, doc,
-                               flags=re.S))
 
 
 def headline(real, nightly, training, suffix: str = "", warm=None) -> str:

@@ -18,14 +18,14 @@ import argparse
 import json
 import os
 import platform
-import re
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-RESULTS = Path(__file__).parent / "results"
+from .common import RESULTS, replace_block
+
 DOC = Path(__file__).resolve().parent.parent / "docs" / "tuner.md"
 CORES = (8, 16, 32, 64, 128)
 METHODS = ("intune", "intune_nosignals", "autotune", "heuristic", "hillclimb", "random", "optuna",
@@ -96,6 +96,13 @@ def steps_to(history, env, target: float) -> int | None:
     return None
 
 
+def ratio_stats(ratio) -> dict:
+    """Median, p10, mean and share >= 95% of throughput/oracle ratios."""
+    ratio = np.asarray(ratio, dtype=float)
+    return {"median": float(np.median(ratio)), "p10": float(np.percentile(ratio, 10)),
+            "mean": float(ratio.mean()), "share_ge_95": float((ratio >= 0.95).mean())}
+
+
 def summarize(rows) -> list[dict]:
     out = []
     keys = sorted({(r["cores"], r["method"]) for r in rows})
@@ -107,9 +114,7 @@ def summarize(rows) -> list[dict]:
         vs_auto = [r["ratio"] / auto[r["pipeline"]] for r in sel
                    if auto.get(r["pipeline"], 0) > 0]
         out.append({
-            "cores": cores, "method": method, "n": len(sel),
-            "median": float(np.median(ratio)), "p10": float(np.percentile(ratio, 10)),
-            "mean": float(ratio.mean()), "share_ge_95": float((ratio >= 0.95).mean()),
+            "cores": cores, "method": method, "n": len(sel), **ratio_stats(ratio),
             "median_vs_autotune": float(np.median(vs_auto)) if vs_auto else None,
             "median_steps": float(np.median([r["steps"] for r in sel])),
             "median_sim_seconds": float(np.median([r["sim_seconds"] for r in sel])),
@@ -200,11 +205,8 @@ def write_outputs(data: dict, out_dir: Path = RESULTS, update_doc: bool = True) 
     table = render(data)
     (out_dir / "sim.md").write_text("# Simulated machines\n\n" + table)
     plot(data, out_dir / "sim.png")
-    if update_doc and DOC.exists():
-        text = DOC.read_text()
-        new = re.sub(r"(<!-- sim-table:start -->\n).*?(<!-- sim-table:end -->)",
-                     lambda m: m.group(1) + table + m.group(2), text, flags=re.S)
-        DOC.write_text(new)
+    if update_doc:
+        replace_block(DOC, "<!-- sim-table:start -->", "<!-- sim-table:end -->", table)
 
 
 def main(argv=None) -> int:

@@ -21,14 +21,13 @@ benchmarks/README.md.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from .common import RESULTS, md_table, write_json
+from .common import RESULTS, md_table, replace_block, write_json
 from .sim_bench import CORES
 
 METHODS = ("intune", "random", "optuna")
@@ -49,12 +48,8 @@ def run(pipelines: int, budgets=BUDGETS, noises=NOISES, methods=METHODS, cores=C
                                  noise=noise, log=lambda *a: None)
             for method in methods:
                 rows = [r for r in data["rows"] if r["method"] == method]
-                ratio = np.array([r["ratio"] for r in rows])
                 cells.append({"noise": noise, "steps": steps, "method": method,
-                              "n": len(rows), "median": float(np.median(ratio)),
-                              "p10": float(np.percentile(ratio, 10)),
-                              "mean": float(ratio.mean()),
-                              "share_ge_95": float((ratio >= 0.95).mean()),
+                              "n": len(rows), **sim_bench.ratio_stats([r["ratio"] for r in rows]),
                               "median_steps_used": float(np.median([r["steps"] for r in rows]))})
             log(f"noise {_noise_label(noise)}, {steps} measurements done "
                 f"({time.time() - t0:.0f}s)")
@@ -122,11 +117,7 @@ def write_outputs(data: dict, out_dir: Path, update_readme: bool) -> None:
     (out_dir / "sim_budgets.md").write_text("# Sample efficiency in the simulator\n\n" + table)
     plot(data, out_dir / "sim_budgets.png")
     if update_readme:
-        text = BENCH_README.read_text()
-        if START in text:
-            BENCH_README.write_text(re.sub(
-                re.escape(START) + ".*?" + re.escape(END),
-                lambda _: f"{START}\n{table}{END}", text, flags=re.S))
+        replace_block(BENCH_README, START, END, table)
 
 
 def main(argv=None) -> int:
@@ -138,14 +129,14 @@ def main(argv=None) -> int:
     if args.pipelines < 1:
         ap.error("--pipelines must be at least 1")
     full = args.pipelines == 50
+    out_dir = RESULTS if full else RESULTS / "quick"
     if args.render:
         import json
-        out_dir = RESULTS if full else RESULTS / "quick"
         write_outputs(json.loads((out_dir / "sim_budgets.json").read_text()), out_dir,
                       update_readme=full)
         return 0
     data = run(args.pipelines)
-    write_outputs(data, RESULTS if full else RESULTS / "quick", update_readme=full)
+    write_outputs(data, out_dir, update_readme=full)
     print(render(data))
     return 0
 

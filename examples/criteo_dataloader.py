@@ -13,7 +13,6 @@ is one row group, with the structure of :mod:`examples.criteo` as torch tensors:
 from __future__ import annotations
 
 import pyarrow.parquet as pq
-import torch
 from torch.utils.data import DataLoader, Dataset
 
 from examples.criteo_torch import parse_transform, read_row_group
@@ -38,7 +37,5 @@ def criteo_dataloader_pipeline(knobs, files=None):
     files = list(files) if files is not None else default_dataset("parquet")
     workers = knobs.parallelism("workers", max=17) - 1
     prefetch = knobs.buffer("prefetch", max=16)  # asked always: knobs are found by one build
-    return DataLoader(RowGroups(files), batch_size=None, shuffle=False, num_workers=workers,
-                      prefetch_factor=prefetch if workers else None,
-                      persistent_workers=False, pin_memory=False,
-                      generator=torch.Generator().manual_seed(0))
+    return DataLoader(RowGroups(files), batch_size=None, num_workers=workers,
+                      prefetch_factor=prefetch if workers else None)
