@@ -5,11 +5,20 @@ class IntuneError(Exception):
     """Base class of every error intune_flow raises on purpose."""
 
 
-class PipelineError(IntuneError):
+class ConfigurationError(IntuneError):
+    """Something the caller wrote is wrong: retrying cannot fix it (Airflow fails such a task
+    at once, whatever its ``retries``). Every surface raises these before any tuning."""
+
+
+class OptionsError(ConfigurationError, ValueError):
+    """A tuning argument is missing, malformed or out of range (:class:`~intune_flow.options.TuneOptions`)."""
+
+
+class PipelineError(ConfigurationError):
     """The pipeline factory could not be loaded, built or iterated."""
 
 
-class KnobError(IntuneError):
+class KnobError(ConfigurationError):
     """A knob declaration or a config is invalid."""
 
 

@@ -3,8 +3,9 @@
 A factory is an ordinary function ``factory(knobs, **kwargs)`` returning a
 ``tf.data.Dataset`` or a ``torchdata.nodes`` node/Loader; it declares each knob where it
 uses it. ``Pipeline.load`` accepts the factory, a ``"module:attr"`` string or another
-``Pipeline``. The knob space is discovered once by a dry build with a recording
-``Knobs()`` (building a tf.data graph or torchdata node graph reads no data).
+``Pipeline``. :meth:`Pipeline.describe` discovers the knob space once by a dry build with a
+recording ``Knobs()`` (building a tf.data graph or torchdata node graph reads no data) and
+returns a frozen :class:`PipelineDescription`.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ import inspect
 import logging
 import os
 import sys
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from . import adapters
+from .adapters.protocol import Adapter
+from .bounded import Hung, call_bounded, run_bounded
 from .errors import KnobError, PipelineError, describe_error
 from .knobs import AUTOTUNE, Knobs, KnobSpace
 
@@ -66,12 +70,41 @@ def _import_ref(ref: str) -> Callable:
     return obj
 
 
+DISCOVERY_TIMEOUT_S = 60.0
+"""Discovery runs the user's factory: one that does not return within this many seconds
+(unless the caller gives its own ``timeout_s``) is abandoned and reported as hung."""
+
+
+@dataclass(frozen=True)
+class PipelineDescription:
+    """What discovery tells about a pipeline, found once and then fixed.
+
+    ``space``: the declared knobs plus the framework's implicit ones (``implicit`` names
+    those); ``schema``: feature -> {"dtype", "shape"}, batch dimension as None;
+    ``fingerprint``: the policy-cache key part for framework, schema and knob space;
+    ``batched`` / ``batch_size``: whether an element is a batch, and its records when
+    known; ``stages``: knob -> the framework's model nodes it drives, for per-stage signals
+    ({} where the framework keeps none).
+    """
+
+    framework: str
+    space: KnobSpace
+    implicit: tuple[str, ...]
+    schema: dict
+    fingerprint: str
+    batched: bool
+    batch_size: int | None
+    stages: dict
+    adapter: Adapter = field(repr=False, compare=False)
+
+
 class Pipeline:
     """A dataset factory bound to its keyword arguments.
 
-    ``space`` (the knobs), ``framework``, ``schema()``, ``fingerprint()`` and
-    ``batch_size`` are computed on first use and cached; ``build(config)`` returns a
-    fresh dataset each call.
+    :meth:`describe` runs discovery once (a dry build with a recording ``Knobs()``, the
+    schema, the fingerprint, the stages), bounded by a timeout; ``space``, ``framework``,
+    ``schema()``, ``fingerprint()`` and ``batch_size`` read that description.
+    ``build(config)`` returns a fresh dataset each call.
     """
 
     def __init__(self, factory: Callable, kwargs: Mapping[str, Any] | None = None, *,
@@ -84,15 +117,7 @@ class Pipeline:
         self.kwargs = dict(kwargs or {})
         self.ref = ref or _ref_of(factory)
         _check_kwargs(factory, self.kwargs, self.name)
-        self._space: KnobSpace | None = None
-        self._adapter = None
-        self._implicit: tuple[str, ...] = ()
-        self._spec: tuple[dict, bool, int | None] | None = None
-        self._schema: dict | None = None
-        self._batch_size: int | None = None
-        self._batch_known = False
-        self._batched: bool | None = None
-        self._stages: dict | None = None
+        self._description: PipelineDescription | None = None
 
     # -- construction ----------------------------------------------------------------
     @classmethod
@@ -117,6 +142,24 @@ class Pipeline:
         return f"Pipeline({self.name!r}{kw})"
 
     # -- discovery -------------------------------------------------------------------
+    def describe(self, timeout_s: float | None = None) -> PipelineDescription:
+        """The pipeline's description, discovered on the first call within ``timeout_s``
+        (default ``DISCOVERY_TIMEOUT_S``). A factory that raises raises here
+        (:class:`PipelineError`, :class:`KnobError`); one that hangs raises
+        :class:`~intune_flow.bounded.Hung`. Locating the stages never fails: a build that
+        fails or hangs there only means no per-stage signals."""
+        if self._description is None:
+            limit = DISCOVERY_TIMEOUT_S if timeout_s is None else float(timeout_s)
+            try:
+                desc = call_bounded(self._discover, limit, "knob discovery (the factory's dry "
+                                                           "build)")
+            except Hung as exc:
+                raise Hung(f"{exc}; the pipeline factory {self.name} hangs (check its inputs "
+                           "and any blocking call in it)") from None
+            stages, _, hung = run_bounded(lambda: self._locate_stages(desc), limit)
+            self._description = replace(desc, stages={} if hung or stages is None else stages)
+        return self._description
+
     def _call(self, knobs: Knobs):
         try:
             ds = self.factory(knobs, **self.kwargs)
@@ -134,7 +177,7 @@ class Pipeline:
                 f"return a {adapters.SUPPORTED}")
         return ds, adapter
 
-    def _discover(self) -> None:
+    def _discover(self) -> PipelineDescription:
         knobs = Knobs()
         ds, adapter = self._call(knobs)
         space = knobs.space
@@ -143,27 +186,40 @@ class Pipeline:
             if knob.name not in space:
                 space = space.with_knob(knob)
                 implicit.append(knob.name)
-        self._adapter, self._implicit = adapter, tuple(implicit)
-        self._spec = adapter.spec_schema(ds)
-        self._batch_size = adapter.batch_size(ds)
-        self._batch_known = self._batch_size is not None
-        self._space = space
+        spec, batch = adapter.spec_schema(ds), adapter.batch_size(ds)
+        del ds
+        desc = PipelineDescription(framework=adapter.FRAMEWORK, space=space,
+                                   implicit=tuple(implicit), schema={}, fingerprint="",
+                                   batched=False, batch_size=batch, stages={}, adapter=adapter)
         if adapter.FRAMEWORK == "tf.data":   # torchdata replaces AUTOTUNE with values itself
-            rejected = self._autotune_rejected()
+            rejected = self._autotune_rejected(desc)
             if rejected:
-                self._space = space.without_autotune(rejected)
+                desc = replace(desc, space=space.without_autotune(rejected))
+        if spec is None:   # torchdata: known only from the first batch
+            spec = adapters.element_schema(self._first_element(desc),
+                                           True if batch is not None else None,
+                                           adapter.LIST_IS_BATCH)
+        schema, batched, static = spec
+        if batch is None and (static is not None or not batched):
+            batch = static if batched else 1
+        if batch is None:
+            batch = adapters.leading_dim(self._first_element(desc), adapter.LIST_IS_BATCH)
+        from .fingerprint import fingerprint
 
-    def _autotune_rejected(self) -> list[str]:
+        return replace(desc, schema=schema, batched=bool(batched), batch_size=batch,
+                       fingerprint=fingerprint(adapter.FRAMEWORK, schema, desc.space))
+
+    def _autotune_rejected(self, desc: PipelineDescription) -> list[str]:
         """Knobs whose op rejects AUTOTUNE when built (a shuffle buffer): one dry build with
         every knob at AUTOTUNE and, only if that fails, one per knob (the rest at defaults)."""
         def builds(config) -> bool:
             try:
-                self.build(config)
+                self._build(desc, config)
                 return True
             except Exception:  # noqa: BLE001 - any build error marks the config as rejected
                 return False
 
-        space = self._space
+        space = desc.space
         if builds(space.autotune()):
             return []
         rejected = [k.name for k in space if not builds({k.name: AUTOTUNE})]
@@ -173,79 +229,99 @@ class Pipeline:
                  "them at their defaults", self.name, rejected)
         return rejected
 
+    def _locate_stages(self, desc: PipelineDescription) -> dict:
+        """Knob -> model nodes, by tagging builds (tf.data); {} if a build fails."""
+        try:
+            return desc.adapter.locate_stages(
+                desc.space, lambda config: desc.adapter.iterate(self._build(desc, config)))
+        except Exception as e:  # noqa: BLE001 - no signals is a supported state
+            log.info("pipeline %s: no per-stage signals, locating them failed: %s",
+                     self.name, describe_error(e, limit=300))
+            return {}
+
     @property
     def space(self) -> KnobSpace:
         """The knobs the factory declares, plus the framework's implicit ones."""
-        if self._space is None:
-            self._discover()
-        return self._space
+        return self.describe().space
 
     @property
     def framework(self) -> str:
         """``"tf.data"``, ``"torchdata"`` or ``"torch.utils.data"``."""
-        self.space
-        return self._adapter.FRAMEWORK
+        return self.describe().framework
 
     @property
     def implicit_knobs(self) -> tuple[str, ...]:
         """Names of knobs intune_flow adds (tf.data: ``threadpool``), not declared by the factory."""
-        self.space
-        return self._implicit
+        return self.describe().implicit
 
     @property
     def stages(self) -> dict:
-        """Knob -> the framework's model nodes it drives, for per-stage signals; located once
-        by two tagging builds (tf.data), {} where the framework keeps no per-stage timings
-        or a build fails (signals are a help, never a requirement)."""
-        if self._stages is None:
-            self.space
-            self._stages = {}  # what a caller sees while (or if) a tagging build hangs
-            try:
-                self._stages = self._adapter.locate_stages(
-                    self.space, lambda config: self.iterate(self.build(config)))
-            except Exception as e:  # noqa: BLE001 - no signals is a supported state
-                log.info("pipeline %s: no per-stage signals, locating them failed: %s",
-                         self.name, describe_error(e, limit=300))
-        return self._stages
+        """Knob -> the framework's model nodes it drives ({} where none are kept)."""
+        return self.describe().stages
+
+    @property
+    def batch_size(self) -> int | None:
+        """Records per element when inferable (the graph's batch op or the first element)."""
+        return self.describe().batch_size
+
+    def schema(self) -> dict:
+        """Feature name -> {"dtype", "shape"} of one element, batch dimension as None."""
+        return self.describe().schema
+
+    def fingerprint(self) -> str:
+        """Stable hash of framework, schema and knob space: the policy-cache key."""
+        return self.describe().fingerprint
 
     # -- building --------------------------------------------------------------------
     def resolve(self, config: Mapping[str, int] | None = None, cpu_budget: float | None = None) -> dict:
         """The complete config the factory will see: validated, defaults filled in, and for
         torchdata (which has no AUTOTUNE) AUTOTUNE replaced by concrete values."""
-        config = self.space.validate(config or {})
+        return self._resolve(self.describe(), config, cpu_budget)
+
+    @staticmethod
+    def _resolve(desc: PipelineDescription, config, cpu_budget) -> dict:
+        config = desc.space.validate(config or {})
         if cpu_budget is None:
             from .resources import usable_cpus
 
             cpu_budget = usable_cpus()
-        return self._adapter.prepare_config(self.space, config, cpu_budget)
+        return desc.adapter.prepare_config(desc.space, config, cpu_budget)
 
     def build(self, config: Mapping[str, int] | None = None, *, cpu_budget: float | None = None):
         """A fresh dataset with ``config`` (missing knobs at their defaults)."""
-        config = self.resolve(config, cpu_budget)
+        return self._build(self.describe(), config, cpu_budget)
+
+    def _build(self, desc: PipelineDescription, config, cpu_budget=None):
+        config = self._resolve(desc, config, cpu_budget)
         ds, adapter = self._call(Knobs(config))
-        return adapter.finalize(ds, config, self._implicit)
+        return adapter.finalize(ds, config, desc.implicit)
 
     def iterate(self, ds):
         """An iterator over a new epoch of a dataset this pipeline built."""
-        return self._adapter.iterate(ds)
+        return self.describe().adapter.iterate(ds)
 
     def snapshot(self, iterator):
         """The framework's per-stage timings so far (None where it keeps none)."""
-        return self._adapter.snapshot(iterator)
+        return self.describe().adapter.snapshot(iterator)
 
     def stage_signals(self, before, after, seconds: float, config: Mapping[str, int]) -> dict:
         """Busy share (0..1) per knob between two snapshots ``seconds`` apart."""
-        return self._adapter.stage_signals(self.stages, before, after, seconds, dict(config),
-                                           self._implicit)
+        desc = self.describe()
+        return desc.adapter.stage_signals(desc.stages, before, after, seconds, dict(config),
+                                          desc.implicit)
 
     def autotune_choices(self, snapshot, config: Mapping[str, int]) -> dict:
         """Knob -> the value the framework's AUTOTUNE held at ``snapshot``, for AUTOTUNE knobs."""
-        return self._adapter.autotune_choices(self.stages, snapshot, dict(config))
+        desc = self.describe()
+        return desc.adapter.autotune_choices(desc.stages, snapshot, dict(config))
 
     def first_element(self, config: Mapping[str, int] | None = None):
         """The first element of a fresh build; PipelineError if the dataset is empty."""
-        ds = self.build(config)
-        it = self.iterate(ds)
+        return self._first_element(self.describe(), config)
+
+    def _first_element(self, desc: PipelineDescription, config=None):
+        ds = self._build(desc, config)
+        it = desc.adapter.iterate(ds)
         try:
             return next(it)
         except StopIteration:
@@ -258,47 +334,10 @@ class Pipeline:
         finally:
             del it, ds
 
-    # -- identity --------------------------------------------------------------------
-    def schema(self) -> dict:
-        """Feature name -> {"dtype", "shape"} of one element, batch dimension as None."""
-        if self._schema is None:
-            self.space
-            if self._spec is None:  # torchdata: known only from the first batch
-                self._spec = adapters.element_schema(self.first_element(),
-                                                     True if self._batch_known else None,
-                                                     self._adapter.LIST_IS_BATCH)
-            self._schema, batched, static = self._spec
-            if not self._batch_known and (static is not None or not batched):
-                self._batch_size, self._batch_known = (static if batched else 1), True
-        return self._schema
-
-    def fingerprint(self) -> str:
-        """Stable hash of framework, schema and knob space: the policy-cache key."""
-        from .fingerprint import fingerprint
-
-        return fingerprint(self.framework, self.schema(), self.space)
-
     def records_in(self, element) -> int:
         """Records in one element of this pipeline: its batch dimension, or 1 if unbatched."""
-        if self._batched is None:
-            self.space
-            if self._spec is not None:
-                self._batched = self._spec[1]
-            else:
-                self._batched = self._batch_known or adapters.element_schema(
-                    element, list_is_batch=self._adapter.LIST_IS_BATCH)[1]
-        return adapters.leading_dim(element, self._adapter.LIST_IS_BATCH) if self._batched else 1
-
-    @property
-    def batch_size(self) -> int | None:
-        """Records per element when inferable (the graph's batch op or the first element)."""
-        if not self._batch_known:
-            self.schema()
-        if not self._batch_known:
-            self._batch_size = adapters.leading_dim(self.first_element(),
-                                                    self._adapter.LIST_IS_BATCH)
-            self._batch_known = True
-        return self._batch_size
+        desc = self.describe()
+        return adapters.leading_dim(element, desc.adapter.LIST_IS_BATCH) if desc.batched else 1
 
 
 def _check_kwargs(factory: Callable, kwargs: Mapping[str, Any], name: str) -> None:

@@ -36,6 +36,7 @@ import threading
 import time
 from typing import Mapping
 
+from .bounded import Hung
 from .errors import IntuneError
 from .measurement import (STATUS_EMPTY, STATUS_ERROR, STATUS_OK, STATUS_OOM, STATUS_TIMEOUT,
                           Measurement)
@@ -143,24 +144,6 @@ class _Worker(threading.Thread):
             return {}
 
 
-def run_bounded(fn, timeout_s: float):
-    """Run ``fn`` in a daemon thread for at most ``timeout_s``: (result, exception, timed_out).
-
-    A call still running at the deadline is abandoned (a thread cannot be interrupted)."""
-    box: dict = {}
-
-    def target():
-        try:
-            box["result"] = fn()
-        except BaseException as exc:  # noqa: BLE001
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="intune-flow-discover", daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    return box.get("result"), box.get("error"), thread.is_alive()
-
-
 def _trim_heap() -> None:
     """Hand freed heap pages back to the OS (glibc malloc_trim) so RSS falls between probes."""
     global _LIBC
@@ -192,43 +175,35 @@ def _interp(points, t: float, idx: int) -> float:
 
 
 def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float = 2.0,
-          warmup_s: float = 0.5, subwindows: int = 4, ram_budget: int | None = None,
+          warmup_s: float = 0.5, subwindows: int = 4, ram_budget: int | str | None = None,
           cpu_budget: float | None = None, timeout_s: float = 30.0) -> Measurement:
     """Measure ``pipeline`` (a Pipeline, factory or ``"module:attr"``) at ``config``.
 
     Invalid arguments and an invalid config raise; everything that goes wrong inside the
     pipeline is reported in ``Measurement.status`` / ``.error``.
     """
+    from .options import coerce
     from .pipeline import Pipeline
 
-    for name, value in (("window_s", window_s), ("timeout_s", timeout_s)):
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-            raise IntuneError(f"probe: {name} must be a positive number of seconds, got {value!r}")
-    if not isinstance(warmup_s, (int, float)) or warmup_s < 0:
-        raise IntuneError(f"probe: warmup_s must be >= 0 seconds, got {warmup_s!r}")
-    if not isinstance(subwindows, int) or subwindows < 1:
-        raise IntuneError(f"probe: subwindows must be a positive integer, got {subwindows!r}")
-    for name, value in (("cpu_budget", cpu_budget), ("ram_budget", ram_budget)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or value <= 0):
-            raise IntuneError(f"probe: {name} must be positive (or None for the default), "
-                              f"got {value!r}")
+    where = "probe()"
+    window_s = coerce("window_s", window_s, where=where) or 2.0
+    timeout_s = coerce("timeout_s", timeout_s, where=where) or 30.0
+    cpu_budget = coerce("cpu_budget", cpu_budget, where=where) or usable_cpus()
+    ram_budget = coerce("ram_budget", ram_budget, where=where) or default_ram_budget()
+    if isinstance(warmup_s, bool) or not isinstance(warmup_s, (int, float)) or warmup_s < 0:
+        raise IntuneError(f"probe(): warmup_s must be >= 0 seconds, got {warmup_s!r}")
+    if isinstance(subwindows, bool) or not isinstance(subwindows, int) or subwindows < 1:
+        raise IntuneError(f"probe(): subwindows must be a positive integer, got {subwindows!r}")
     pipeline = Pipeline.load(pipeline)
-    cpu_budget = float(cpu_budget) if cpu_budget is not None else usable_cpus()
-    ram_budget = int(ram_budget) if ram_budget is not None else default_ram_budget()
     started = time.perf_counter()
-    # The dry build runs the user's factory: bound it like everything else.
-    space, exc, hung = run_bounded(lambda: pipeline.space, timeout_s)
-    if hung or exc is not None:
-        m = Measurement(config=dict(config or {}), peak_rss=current_rss(),
-                        seconds=time.perf_counter() - started)
-        m.status = STATUS_TIMEOUT if hung else STATUS_ERROR
-        m.error = (f"building {pipeline.name} took longer than {timeout_s:g} s" if hung
-                   else f"{type(exc).__name__}: {exc}")
-        return m
-    full = space.validate(config or {})  # KnobError on unknown knobs / bad values
-    stages, _, hung = run_bounded(lambda: pipeline.stages, timeout_s)  # once per pipeline
-    worker = _Worker(pipeline, full, snapshot_after=warmup_s if stages and not hung else None)
+    try:   # discovery runs the user's factory: bounded like everything else
+        desc = pipeline.describe(timeout_s)
+    except Hung as exc:
+        return _failed(config, STATUS_TIMEOUT, str(exc), started)
+    except Exception as exc:  # noqa: BLE001 - reported as the measurement's status
+        return _failed(config, STATUS_ERROR, f"{type(exc).__name__}: {exc}", started)
+    full = desc.space.validate(config or {})  # KnobError on unknown knobs / bad values
+    worker = _Worker(pipeline, full, snapshot_after=warmup_s if desc.stages else None)
     # (t, elements, records, cpu seconds, time of the latest element)
     samples: list[tuple[float, int, int, float, float]] = []
     peak_rss = current_rss()
@@ -290,6 +265,12 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
     _trim_heap()
     m.seconds = time.perf_counter() - started
     return m
+
+
+def _failed(config, status: str, error: str, started: float) -> Measurement:
+    """The measurement of a probe whose pipeline could not even be described."""
+    return Measurement(config=dict(config or {}), peak_rss=current_rss(), status=status,
+                       error=error, seconds=time.perf_counter() - started)
 
 
 def _summarize(config, samples, first_at, first_n, warmup_s, window_s, subwindows,

@@ -5,10 +5,9 @@ from __future__ import annotations
 import time
 from typing import Mapping
 
-from .errors import IntuneError
 from .knobs import KnobSpace
 from .measurement import Measurement
-from .resources import default_ram_budget, parse_bytes, usable_cpus
+from .resources import cpu_capacity, default_ram_budget, usable_cpus
 
 
 class PipelineEnv:
@@ -18,24 +17,20 @@ class PipelineEnv:
     affinity or cgroup quota is seen by continuous tuning), ``ram_budget`` (bytes or "4GiB") to
     :func:`intune_flow.resources.default_ram_budget`. ``clock()`` is wall seconds since
     creation. ``measure`` accepts any valid config, AUTOTUNE values and concretized
-    configs included.
+    configs included; ``window_s``/``warmup_s`` there override the env's own for one probe.
+    ``capacity()`` reads how much CPU work this process gets done right now.
     """
 
     def __init__(self, pipeline, *, cpu_budget: float | None = None, ram_budget=None,
                  window_s: float = 2.0, warmup_s: float = 0.5, timeout_s: float = 30.0):
+        from .options import coerce
         from .pipeline import Pipeline
 
-        if cpu_budget is not None and (isinstance(cpu_budget, bool) or
-                                       not isinstance(cpu_budget, (int, float)) or cpu_budget <= 0):
-            raise IntuneError(f"cpu_budget must be a positive number of cores, got {cpu_budget!r}")
-        try:
-            ram = parse_bytes(ram_budget) if ram_budget is not None else default_ram_budget()
-        except ValueError as exc:
-            raise IntuneError(f"ram_budget: {exc}") from None
+        where = "PipelineEnv"
         self._start = time.perf_counter()
         self.pipeline = Pipeline.load(pipeline)
-        self._cpu_budget = float(cpu_budget) if cpu_budget is not None else None
-        self.ram_budget = int(ram)
+        self._cpu_budget = coerce("cpu_budget", cpu_budget, where=where)
+        self.ram_budget = coerce("ram_budget", ram_budget, where=where) or default_ram_budget()
         self.window_s, self.warmup_s, self.timeout_s = window_s, warmup_s, timeout_s
 
     @property
@@ -52,12 +47,20 @@ class PipelineEnv:
     def space(self) -> KnobSpace:
         return self.pipeline.space
 
-    def measure(self, config: Mapping[str, int]) -> Measurement:
+    def measure(self, config: Mapping[str, int], *, window_s: float | None = None,
+                warmup_s: float | None = None) -> Measurement:
         from .probe import probe
 
-        return probe(self.pipeline, dict(config), window_s=self.window_s,
-                     warmup_s=self.warmup_s, ram_budget=self.ram_budget,
-                     cpu_budget=self.cpu_budget, timeout_s=self.timeout_s)
+        return probe(self.pipeline, dict(config),
+                     window_s=self.window_s if window_s is None else window_s,
+                     warmup_s=self.warmup_s if warmup_s is None else warmup_s,
+                     ram_budget=self.ram_budget, cpu_budget=self.cpu_budget,
+                     timeout_s=self.timeout_s)
+
+    def capacity(self) -> float:
+        """CPU work per second this process gets on its budget's cores now
+        (:func:`~intune_flow.resources.cpu_capacity`)."""
+        return cpu_capacity(self.cpu_budget)
 
     def clock(self) -> float:
         return time.perf_counter() - self._start

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from pathlib import Path
 
 import psutil
@@ -94,6 +95,37 @@ def hardware_class(cpu_budget: float | None = None, ram: int | None = None) -> s
     ram = machine_ram() if ram is None else ram
     gib_bucket = 2 ** max(0, math.floor(math.log2(max(ram, 1) / 2**30))) if ram >= 2**30 else 0
     return f"cpu{cores:g}-ram{gib_bucket}g"
+
+
+CAPACITY_S = 0.2
+_CHUNK = bytes(1 << 18)
+
+
+def cpu_capacity(cores: float, seconds: float = CAPACITY_S) -> float:
+    """MB/s of SHA-256 that ``round(cores)`` threads get through in ``seconds``: how much
+    CPU this process gets on its cores right now. hashlib releases the GIL on big buffers,
+    so the threads run in parallel; another busy process on the same cores lowers the
+    figure about in proportion. Warm starts compare it with the figure read when the
+    record was written, so that a busy machine is not taken for a slower pipeline."""
+    import hashlib
+    import threading
+
+    n = max(1, round(cores))
+    done = [0] * n
+    deadline = time.perf_counter() + seconds
+
+    def spin(i: int) -> None:
+        while time.perf_counter() < deadline:
+            hashlib.sha256(_CHUNK).digest()
+            done[i] += len(_CHUNK)
+
+    threads = [threading.Thread(target=spin, args=(i,), daemon=True) for i in range(n)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(done) / 1e6 / max(1e-9, time.perf_counter() - started)
 
 
 def parse_bytes(value) -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any
 
 from .measurement import Measurement
 
@@ -53,7 +52,20 @@ class TuneResult:
     warnings: list[str] = field(default_factory=list)
     pipeline_kwargs: dict = field(default_factory=dict)      # the factory arguments build() reuses
     pipeline_kwargs_not_kept: list[str] = field(default_factory=list)  # not JSON, or secret-like
-    _pipeline: Any = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def fallback(cls, reason: str, *, config: dict | None = None, what: str = "the factory "
+                 "defaults", **fields_) -> "TuneResult":
+        """The result of a run that could not tune: ``config`` (the cached config or the
+        factory defaults, named by ``what``) with the reason, so training can go on."""
+        return cls(config=dict(config or {}), source="fallback",
+                   reason=f"{reason}; using {what}", **fields_)
+
+    def bind(self, pipeline) -> "TuneResult":
+        """Remember the Pipeline object that was tuned, so :meth:`build` works in this
+        process even for a factory that cannot be imported again by name."""
+        self._pipeline = pipeline
+        return self
 
     def build(self, **factory_kwargs):
         """The dataset with the chosen config and the tuning-time factory arguments
@@ -62,8 +74,9 @@ class TuneResult:
         from .errors import PipelineError
         from .pipeline import Pipeline
 
-        if self._pipeline is not None:
-            pipe = Pipeline.load(self._pipeline, **factory_kwargs)
+        bound = getattr(self, "_pipeline", None)
+        if bound is not None:
+            pipe = Pipeline.load(bound, **factory_kwargs)
         elif self.pipeline:
             missing = [n for n in self.pipeline_kwargs_not_kept if n not in factory_kwargs]
             if missing:
@@ -86,8 +99,6 @@ class TuneResult:
     def to_dict(self) -> dict:
         out = {}
         for f in fields(self):
-            if f.name.startswith("_"):
-                continue
             value = getattr(self, f.name)
             if f.name == "history":
                 value = [_clean(m.to_dict()) for m in value]
@@ -96,7 +107,7 @@ class TuneResult:
 
     @classmethod
     def from_dict(cls, data: dict) -> "TuneResult":
-        names = {f.name for f in fields(cls) if not f.name.startswith("_")}
+        names = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in names}
         kwargs["history"] = [Measurement.from_dict(m) for m in kwargs.get("history", [])]
         for key in ("config", "start_config"):

@@ -1,4 +1,4 @@
-"""``tune()``: the orchestrator. Cache lookup, verification, search, write-back, fallback.
+"""``tune()``: options -> discover -> look up -> decide the source -> verify or search -> write.
 
 ::
 
@@ -7,12 +7,16 @@
     ds = result.build()
 
 Warm-start semantics (each visible in ``result.source``): an exact hit is verified by a
-short probe and used (``"cache"``); if it now delivers < ``DRIFT_THRESHOLD`` of its
+short probe and used (``"cache"``); if it now delivers below ``drift_threshold`` of its
 recorded throughput it is fine-tuned from the cached policy on a short budget
 (``"refined"``); a record of the same schema and knob space on another hardware class
 seeds a short search (``"transferred"``); a miss tunes from the shipped policy
 (``"tuned"``). Any failure returns ``"fallback"`` with the cached config or the factory
-defaults unless ``strict=True``. A cache outage falls back to a local cache, with a warning.
+defaults unless ``strict=True``: :meth:`TuningRun.execute` is the one place that decides
+to fall back. A cache outage moves to a local cache, with a warning.
+
+A :class:`TuningRun` gets its environment from a factory, so the whole decision table
+runs on the simulator (:mod:`intune_flow.sim.target`) as it runs on a real pipeline.
 """
 
 from __future__ import annotations
@@ -20,122 +24,463 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Callable
 
-from .cache import Cache, CacheError, CacheUnavailable, LocalCache, MemoryCache, get_cache
-from .cache import default_cache_dir
+from .cache import Cache, get_cache
 from .cache.keys import CacheKey, make_key
 from .cache.records import (Lookup, Record, hardware_info, read, summarize_history,
                             transfer_candidates, write_best)
-from .errors import IntuneError, KnobError, TuningError, describe_error
+from .cache.session import CacheSession
+from .errors import KnobError, TuningError, describe_error
 from .measurement import Measurement
-from .resources import (current_rss, default_ram_budget, hardware_class, machine_ram,
-                        parse_bytes, usable_cpus)
+from .options import TuneOptions
+from .resources import hardware_class
 from .result import TuneResult, portable_kwargs
 
 log = logging.getLogger(__name__)
 
-METHODS = ("intune", "ones", "autotune", "heuristic", "hillclimb", "random", "optuna")
-"""Search methods (the same list as ``intune_flow.search.METHODS``, kept here so a warm
-start does not import torch just to check an argument; a test keeps the two equal)."""
 
-DRIFT_THRESHOLD = 0.80
-"""A cached config verified below this fraction of its recorded throughput is refined.
+@dataclass(frozen=True)
+class TuningPolicy:
+    """The thresholds of the warm-start decision and of the search's probes."""
 
-Not tighter: on a shared 2-core machine one config's short windows range about +-20%
-around their median, and a slow stretch can last several windows
-(``intune-flow probe PIPELINE --config ... --repeat 20`` shows a pipeline's own spread).
-At 90% with two short looks, warm nights refined on noise alone (one in ten in
-``python -m benchmarks.warm_start --budget-s 8 --repeats 10``, at 79% of the record)."""
+    drift_threshold: float = 0.80
+    """A cached config measured below this share of its recorded throughput, in every look,
+    is refined. Not tighter: on a shared 2-core machine one config's short windows range
+    about +-20% around their median (``intune-flow probe PIPELINE --config ... --repeat 20``
+    shows a pipeline's own spread)."""
+    verify_looks: int = 3
+    """Looks at a cached config before calling it drift: short ones first, the last with the
+    search's own window (one noisy window is not drift)."""
+    verify_window_s: float = 0.75
+    verify_warmup_s: float = 0.2
+    """The short looks: a window after a warm-up (about 1.5 s in all on the Criteo pipeline)."""
+    load_scaled: bool = True
+    """Judge a look against the recorded throughput scaled by the CPU this process gets now
+    over what it got when the record was written (``env.capacity()``), never scaled up: a
+    machine made busy by other jobs is not taken for a slower pipeline."""
+    warm_fraction: float = 0.25
+    warm_min_s: float = 5.0
+    """Refining and transferring get this share of ``budget_s``, at least ``warm_min_s``."""
+    search_window_s: tuple[float, float] = (0.75, 2.0)
+    """A search's probe window without ``window_s``: 1/20 of its budget, within these bounds,
+    so that a short budget (a 10 s cold search, a 5 s refine) still holds several
+    measurements."""
+    probe_warmup_s: float = 0.5
+    """A search probe's warm-up before its window: at most half the window."""
 
-VERIFY_LOOKS = 3
-"""Drift counts only when every look reads below the threshold: short looks first, the
-last one the search's full window (one noisy window is not drift)."""
+    def warm_budget(self, budget_s: float) -> float:
+        return min(budget_s, max(self.warm_min_s, self.warm_fraction * budget_s))
 
-WARM_FRACTION = 0.25
-"""Refining and transferring get this fraction of ``budget_s`` (at least ``WARM_MIN_S``)."""
-WARM_MIN_S = 5.0
-
-SEARCH_WINDOW_S = (0.75, 2.0)
-"""A search's probe window when the caller sets no ``window_s``: 1/20 of its budget,
-within these bounds, so that a short budget (a 10 s cold search, a 5 s refine) still holds
-several measurements instead of one or two."""
-
-PROBE_WARMUP_S = 0.5
-"""A search probe's warm-up before its window: at most half the window."""
-
-SEARCHING = ("intune", "hillclimb", "random", "optuna")
-"""Methods that search; the others pick their config by a rule and measure only it."""
-
-VERIFY_WINDOW_S = 0.75
-VERIFY_WARMUP_S = 0.2
-"""The verification probe of a cached config: a short window after a short warm-up
-(about 1.5 s in all on the Criteo reference pipeline)."""
-
-
-
-DISCOVERY_TIMEOUT_S = 60.0
-"""Knob discovery and the schema fingerprint run the user's factory: a factory that does not
-return within this many seconds is abandoned (a daemon thread) and the run falls back."""
+    def search_window(self, budget_s: float) -> float:
+        low, high = self.search_window_s
+        return min(high, max(low, budget_s / 20))
 
 
-class _Failure(IntuneError):
-    """Internal: tuning failed; carries the reason and the cause."""
+POLICY = TuningPolicy()
 
 
-def _check_args(budget_s, cpu_budget, ram_budget, method, window_s, timeout_s, pipeline_kwargs,
-                seed, strict=False, progress=None):
-    """User errors raise whatever ``strict`` says. Returns (cpu_budget, ram_budget)."""
-    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) \
-            or not math.isfinite(budget_s) or budget_s <= 0:
-        raise IntuneError(f"budget_s must be a positive number of seconds, got {budget_s!r}; "
-                          "e.g. budget_s=60")
-    if method not in METHODS:
-        raise IntuneError(f"unknown method {method!r}; choose one of {list(METHODS)}")
-    usable = usable_cpus()
-    if cpu_budget is not None:
-        if isinstance(cpu_budget, bool) or not isinstance(cpu_budget, (int, float)) \
-                or not math.isfinite(cpu_budget) or cpu_budget <= 0:
-            raise IntuneError(f"cpu_budget must be a positive number of cores, got {cpu_budget!r}")
-        if cpu_budget > usable + 1e-9:
-            raise IntuneError(f"cpu_budget={cpu_budget:g} is more than the {usable:g} cores this "
-                              f"process may use (CPU affinity / cgroup quota); pass at most "
-                              f"{usable:g} or leave it None")
-    if ram_budget is not None:
+def search_window(budget_s: float) -> float:
+    """The probe window of a search of ``budget_s`` seconds when the caller sets none."""
+    return POLICY.search_window(budget_s)
+
+
+def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
+         ram_budget=None, cache=None, method: str = "intune", strict: bool = False,
+         pipeline_kwargs: dict | None = None, window_s: float | None = None,
+         timeout_s: float | None = None, progress=None,
+         seed: int | None = None, s3_client=None) -> TuneResult:
+    """Tune ``pipeline`` (a ``"module:attr"`` string, a factory or a Pipeline) and return the result.
+
+    The arguments are :class:`~intune_flow.options.TuneOptions`' (README: ``tune()``).
+    Bad arguments raise a :class:`~intune_flow.errors.ConfigurationError` naming the fix;
+    failures while tuning return ``source="fallback"``, or raise :class:`TuningError` with
+    ``strict=True``.
+    """
+    from .pipeline import Pipeline
+    from .real_env import PipelineEnv
+
+    options = TuneOptions.parse(dict(
+        pipeline=pipeline, budget_s=budget_s, cpu_budget=cpu_budget, ram_budget=ram_budget,
+        cache=cache, method=method, strict=strict, pipeline_kwargs=pipeline_kwargs,
+        window_s=window_s, timeout_s=timeout_s, progress=progress, seed=seed,
+        s3_client=s3_client))
+    cpu, ram = options.budgets()
+    cache = get_cache(options.cache, s3_client=options.s3_client)
+    pipe = Pipeline.load(options.pipeline, **options.pipeline_kwargs)
+
+    def make_env(**kw):
+        return PipelineEnv(pipe, cpu_budget=cpu, ram_budget=ram, **kw)
+
+    run = TuningRun(options, pipe, cpu_budget=cpu, ram_budget=ram, cache=cache,
+                    make_env=make_env)
+    return run.execute().bind(pipe)
+
+
+@dataclass(frozen=True)
+class WriteIntent:
+    """What a branch asks to store: the search it ran, the confirming re-measure of its best,
+    ``stale=(version, 0.0)`` to replace a record just shown wrong whatever its figure, and
+    the cold tuning seconds to carry over from the record it started from."""
+
+    outcome: object            # search.SearchOutcome
+    confirm: Measurement | None
+    capacity: float | None = None
+    stale: tuple[str | None, float] | None = None
+    cold_seconds: float | None = None
+
+
+class TuningRun:
+    """One call of ``tune()``: its options, pipeline, budgets, cache and environment.
+
+    ``pipeline`` is anything with ``name``, ``ref``, ``kwargs`` and ``describe(timeout_s)``
+    (a :class:`~intune_flow.pipeline.Pipeline`, or a simulated one);
+    ``make_env(window_s=..., timeout_s=...)`` returns the
+    :class:`~intune_flow.env.TuningEnv` that measures it; ``cache`` is the primary
+    :class:`~intune_flow.cache.Cache` (a local one stands in during an outage).
+    """
+
+    def __init__(self, options: TuneOptions, pipeline, *, cpu_budget: float, ram_budget: int,
+                 cache: Cache, make_env: Callable, policy: TuningPolicy | None = None):
+        self.options, self.pipeline, self.policy = options, pipeline, policy or POLICY
+        self.cache = CacheSession(cache, strict=options.strict)
+        self.make_env = make_env
+        self.cpu_budget, self.ram_budget = cpu_budget, ram_budget
+        self.hardware = hardware_class(cpu_budget)
+        self.description = None
+        self.key: CacheKey | None = None
+        self.record: Record | None = None          # the exact hit, if any
+        self.started_from: Record | None = None    # the record a warm start began from
+        self.history: list[Measurement] = []
+        self.notes: list[str] = []
+
+    # -- the run, top to bottom ----------------------------------------------------------
+    def execute(self) -> TuneResult:
+        """Discover, look up, decide, verify or search, write; the one fallback point."""
+        started = time.perf_counter()
         try:
-            ram_budget = parse_bytes(ram_budget)
-        except ValueError as exc:
-            raise IntuneError(f"ram_budget: {exc}") from None
-        rss = current_rss()
-        if ram_budget <= rss:
-            raise IntuneError(f"ram_budget={ram_budget / 2**20:,.0f} MiB is below what this process "
-                              f"already holds ({rss / 2**20:,.0f} MiB RSS), so no config could "
-                              f"fit; give more (e.g. ram_budget=\"{(rss + 2**30) / 2**30:.0f}GiB\") "
-                              "or leave it None")
-        total = machine_ram()
-        if ram_budget > total:
-            raise IntuneError(f"ram_budget={ram_budget / 2**30:.1f} GiB is more than this "
-                              f"machine's {total / 2**30:.1f} GiB (physical RAM / cgroup limit), "
-                              f"so the memory guard could not stop a config before the machine "
-                              f"runs out; pass at most \"{total / 2**30:.1f}GiB\" or leave it None")
-    if not isinstance(strict, bool):
-        raise IntuneError(f"strict must be True or False, got {strict!r}")
-    if not (progress is None or isinstance(progress, bool) or callable(progress)):
-        raise IntuneError(f"progress must be None (a live line on a terminal, log lines "
-                          f"elsewhere), False (silent) or a callable taking an event dict, got "
-                          f"{progress!r}")
-    for name, value in (("window_s", window_s), ("timeout_s", timeout_s)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not math.isfinite(value) or value <= 0):
-            raise IntuneError(f"{name} must be a positive number of seconds, got {value!r}")
-    if pipeline_kwargs is not None and not isinstance(pipeline_kwargs, dict):
-        raise IntuneError(f"pipeline_kwargs must be a dict of factory arguments, got "
-                          f"{type(pipeline_kwargs).__name__}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise IntuneError(f"seed must be an integer or None, got {seed!r}")
-    cpu = float(cpu_budget) if cpu_budget is not None else usable
-    ram = int(ram_budget) if ram_budget is not None else default_ram_budget()
-    return cpu, ram
+            result, intent = self._tune()
+        except TuningError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure: fall back (or raise when strict)
+            if isinstance(exc, KnobError) and self.description is None:
+                raise   # the factory declares its knobs wrongly: not even defaults would build
+            if self.options.strict:
+                raise TuningError(f"tuning {self.pipeline.name} failed: "
+                                  f"{describe_error(exc)}") from exc
+            result, intent = self.fallback(describe_error(exc)), None
+        if intent is not None:
+            result.tuning_seconds = time.perf_counter() - started
+            self._write(result, intent)
+        return self._finish(result, started)
+
+    def _tune(self) -> tuple[TuneResult, WriteIntent | None]:
+        self.description = self.pipeline.describe(self.options.timeout_s)
+        self.key = make_key(self.description.fingerprint, self.description.space,
+                            self.hardware)
+        env = self._env()
+        found = self._look_up()
+        if found.record is not None:
+            return self.use_cache(env, found)
+        candidates = self.cache.call(transfer_candidates, self.key, cpu_budget=self.cpu_budget,
+                                     expected_shapes=_shipped_shapes()) or []
+        for candidate in candidates:
+            config = self._valid_config(candidate.config)
+            if config is not None:
+                return self.transfer(env, candidate, config)
+        return self.tune_cold(env)
+
+    def _look_up(self) -> Lookup:
+        """The record for this key, with a damaged or invalid one quarantined (a miss)."""
+        found = self.cache.call(read, self.key, expected_shapes=_shipped_shapes()) or Lookup()
+        if found.damage:
+            self.notes.append(f"cached record was damaged ({found.damage}); quarantined and "
+                              "re-tuned")
+        if found.record is not None and self._valid_config(found.record.config) is None:
+            error = self._config_error(found.record.config)
+            self._quarantine(found, f"config invalid: {error}")
+            self.notes.append(f"cached config was invalid ({error}); quarantined and re-tuned")
+            return Lookup()
+        return found
+
+    # -- the sources ---------------------------------------------------------------------
+    def use_cache(self, env, found: Lookup) -> tuple[TuneResult, WriteIntent | None]:
+        """Verify the cached config; refine it if every look says it drifted."""
+        record = self.record = self.started_from = found.record
+        config = self.description.space.validate(record.config)
+        probes, passed, why = self._verify(env, config, record)
+        self.history = probes
+        if passed:
+            best = max((m for m in probes if m.ok), key=lambda m: m.throughput)
+            return self._result(source="cache", config=config, throughput=best.throughput,
+                                start_config=config, start_throughput=best.throughput,
+                                reason="; ".join(self.notes) or None), None
+        return self.refine(env, found, probes, why)
+
+    def refine(self, env, found: Lookup, probes: list[Measurement], why: str):
+        """A short search from the cached config and policy; replaces the stale record."""
+        policy = self._cached_policy(found)
+        outcome, confirm, capacity = self._search(env, start=found.record.config,
+                                                  budget_s=self._warm_budget(), policy=policy,
+                                                  prior=probes)
+        intent = WriteIntent(outcome, confirm, capacity, stale=(found.version, 0.0),
+                             cold_seconds=self._cold_seconds(found.record))
+        return self._searched(outcome, confirm, intent, "refined",
+                              f"{why}; refined from the cached policy", prior=probes)
+
+    def transfer(self, env, candidate: Record, config: dict):
+        """A short search from the record of the same pipeline on other hardware."""
+        self.started_from = candidate
+        outcome, confirm, capacity = self._search(env, start=config,
+                                                  budget_s=self._warm_budget(),
+                                                  policy=_valid_policy(candidate.weights))
+        intent = WriteIntent(outcome, confirm, capacity,
+                             cold_seconds=self._cold_seconds(candidate))
+        why = (f"no record for {self.hardware}; started from the record for "
+               f"{candidate.key.hardware}")
+        return self._searched(outcome, confirm, intent, "transferred",
+                              "; ".join(self.notes + [why]))
+
+    def tune_cold(self, env):
+        """A miss: a search of the whole budget from the shipped policy."""
+        outcome, confirm, capacity = self._search(env, start=None,
+                                                  budget_s=self.options.budget_s, policy=None)
+        return self._searched(outcome, confirm, WriteIntent(outcome, confirm, capacity),
+                              "tuned", "; ".join(self.notes) or None)
+
+    def fallback(self, reason: str) -> TuneResult:
+        """The cached config, else the factory defaults, so training can go on."""
+        if self.record is not None:
+            config, what = dict(self.record.config), "the cached config"
+        elif self.description is not None:
+            config, what = self.description.space.defaults(), "the factory defaults"
+        else:
+            config, what = {}, "the factory defaults"
+        log.warning("tuning failed (%s); using %s so training can go on", reason, what)
+        return TuneResult.fallback(reason, config=config, what=what, **self._identity())
+
+    # -- verification --------------------------------------------------------------------
+    def _verify(self, env, config: dict, record: Record) -> tuple[list[Measurement], bool, str]:
+        """Up to ``verify_looks`` probes of ``config``: (probes, passed, why it did not)."""
+        looks, probes, scale = self.policy.verify_looks, [], 1.0
+        then = _positive(record.history.get("machine_capacity"))
+        for i in range(looks):
+            m = self._look(env, config, full=i == looks - 1)
+            probes.append(m)
+            if not m.ok:
+                break
+            if self._passes(m, record.throughput * scale):
+                return probes, True, ""
+            if then and self.policy.load_scaled and scale == 1.0 and hasattr(env, "capacity"):
+                scale = min(1.0, env.capacity() / then)
+                if scale < 1.0:
+                    self.notes.append(f"this machine gives {scale:.0%} of the CPU it gave when "
+                                      "the record was written; verified against that")
+                if self._passes(m, record.throughput * scale):
+                    return probes, True, ""
+        ok = [m.throughput for m in probes if m.ok]
+        if not ok:
+            m = probes[-1]
+            return probes, False, f"verification probe failed ({m.status}: {str(m.error)[:200]})"
+        best, expected = max(ok), record.throughput * scale
+        return probes, False, (f"verification probe measured {best:,.0f}/s, "
+                               f"{best / expected:.0%} of the {expected:,.0f}/s expected "
+                               f"(recorded {record.throughput:,.0f}/s)")
+
+    def _passes(self, m: Measurement, expected: float) -> bool:
+        return m.ok and m.throughput >= self.policy.drift_threshold * expected
+
+    def _look(self, env, config: dict, full: bool = False) -> Measurement:
+        """A short probe of ``config``, or with ``full`` one of the search's own window."""
+        if full:
+            return env.measure(config)
+        return env.measure(config, window_s=min(self.policy.verify_window_s, env.window_s),
+                           warmup_s=min(self.policy.verify_warmup_s, env.warmup_s))
+
+    # -- searching -----------------------------------------------------------------------
+    def _search(self, env, *, start, budget_s: float, policy, prior=()):
+        """Run the method; (outcome, confirming re-measure of its best, capacity then)."""
+        from .search import run_search
+
+        if self.options.window_s is None:
+            self._set_window(env, self.policy.search_window(budget_s))
+        outcome = run_search(env, self.options.method, start=start, budget_s=budget_s,
+                             policy_state=policy, seed=self.options.seed,
+                             progress=self.options.progress)
+        self.history = list(prior) + list(outcome.history)
+        if outcome.best is None or not outcome.best.ok:
+            last = outcome.best or (outcome.history[-1] if outcome.history else None)
+            detail = f"{last.status}: {last.error}" if last is not None else "nothing measured"
+            raise RuntimeError(f"every probe failed ({detail})")
+        confirm = self._look(env, outcome.best.config)
+        capacity = env.capacity() if hasattr(env, "capacity") else None
+        return outcome, confirm, capacity
+
+    def _searched(self, outcome, confirm, intent: WriteIntent, source: str, reason, prior=()):
+        """The result of a search, and its write intent unless only the start was measured."""
+        best, start = outcome.best, outcome.start
+        result = self._result(source=source, config=dict(best.config),
+                              throughput=best.throughput,
+                              start_config=dict(start.config) if start else {},
+                              start_throughput=start.throughput if start and start.ok else 0.0,
+                              reason=reason,
+                              history=list(prior) + list(outcome.history) + [confirm])
+        if outcome.stopped == "budget" and not _moved(outcome):
+            # Caching the start would make the next run a hit on an untuned (or, after
+            # drift, stale) config: say so and let the next run search.
+            per = outcome.seconds / max(1, len(outcome.history))
+            msg = (f"the budget of this search ({outcome.seconds:.1f} s) held no step beyond "
+                   f"the start config (about {per:.1f} s per measurement), so the start config "
+                   f"is returned as it was and nothing was cached; give budget_s at least "
+                   f"{self._enough(per, source):.0f} s, or a shorter window_s")
+            log.warning(msg)
+            result.warnings.append(msg)
+            return result, None
+        return result, intent
+
+    # -- writing -------------------------------------------------------------------------
+    def _write(self, result: TuneResult, intent: WriteIntent) -> None:
+        """Store the new best unless a better record is there (never a worse over a better)."""
+        try:
+            written = self.cache.call(write_best, self._record(result, intent),
+                                      stale=intent.stale)
+        except TuningError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failed write must not fail the run
+            if self.options.strict:
+                raise TuningError(f"writing the cache record failed: "
+                                  f"{describe_error(exc)}") from exc
+            msg = f"could not store the tuning record: {describe_error(exc)}"
+            log.warning(msg)
+            result.warnings.append(msg)
+            return
+        if written is not None:
+            log.info("cache %s: %s %s (stored %.0f/s)", self.cache.uri, written.action,
+                     self.key, written.stored_throughput)
+
+    def _record(self, result: TuneResult, intent: WriteIntent) -> Record:
+        """The record to store. Its figure is the lower of the search's best (the max of
+        noisy windows, biased upward) and the confirming re-measure by the same short probe
+        a warm start verifies with: a conservative record makes noise less likely to look
+        like drift, and a better record must beat it by a real measurement."""
+        outcome = intent.outcome
+        cold = intent.cold_seconds if intent.cold_seconds is not None else result.tuning_seconds
+        history = summarize_history(result.history)
+        history.update(steps=outcome.steps, search_seconds=outcome.seconds,
+                       stopped=outcome.stopped, source=result.source, cold_tuning_seconds=cold,
+                       search_best_throughput=float(result.throughput))
+        if intent.capacity:
+            history["machine_capacity"] = float(intent.capacity)
+        recorded = result.throughput
+        if intent.confirm is not None and intent.confirm.ok:
+            recorded = min(recorded, intent.confirm.throughput)
+        weights = outcome.policy_state
+        return Record(
+            key=self.key, config=dict(result.config), throughput=float(recorded),
+            knob_space=self.description.space.to_json(),
+            start_config=dict(result.start_config),
+            start_throughput=float(result.start_throughput),
+            tuning_seconds=float(result.tuning_seconds), method=result.method,
+            hardware=hardware_info(self.hardware, self.cpu_budget, self.ram_budget),
+            history=history, pipeline=result.pipeline,
+            weights=dict(weights) if weights else None)
+
+    # -- helpers -------------------------------------------------------------------------
+    def _identity(self) -> dict:
+        """The fields every result of this run carries."""
+        kept, not_kept = portable_kwargs(self.pipeline.kwargs)
+        return dict(cpu_budget=self.cpu_budget, ram_budget=self.ram_budget,
+                    method=self.options.method, pipeline=self.pipeline.ref,
+                    hardware_class=self.hardware, pipeline_kwargs=kept,
+                    pipeline_kwargs_not_kept=not_kept, history=list(self.history),
+                    fingerprint=getattr(self.description, "fingerprint", None),
+                    cache_key=str(self.key) if self.key is not None else None)
+
+    def _result(self, *, source, config, throughput, start_config, start_throughput, reason,
+                history=None) -> TuneResult:
+        fields = self._identity()
+        if history is not None:
+            fields["history"] = history
+        return TuneResult(config=dict(config), throughput=throughput,
+                          start_config=dict(start_config), start_throughput=start_throughput,
+                          source=source, reason=reason or None, **fields)
+
+    def _finish(self, result: TuneResult, started: float) -> TuneResult:
+        result.tuning_seconds = time.perf_counter() - started
+        if result.source in ("cache", "refined", "transferred") and self.started_from:
+            cold = self._cold_seconds(self.started_from)
+            result.seconds_saved = max(0.0, cold - result.tuning_seconds)
+        result.cache_uri = self.cache.uri
+        result.warnings = self.cache.warnings + result.warnings
+        log.info("tune %s: %s", self.pipeline.name, result.summary())
+        return result
+
+    def _env(self):
+        kw = {} if self.options.window_s is None else {"window_s": self.options.window_s}
+        if self.options.timeout_s is not None:
+            kw["timeout_s"] = self.options.timeout_s
+        env = self.make_env(**kw)
+        self._set_window(env, env.window_s)
+        return env
+
+    def _set_window(self, env, window_s: float) -> None:
+        env.window_s = window_s
+        env.warmup_s = min(self.policy.probe_warmup_s, window_s / 2)
+
+    def _warm_budget(self) -> float:
+        return self.policy.warm_budget(self.options.budget_s)
+
+    def _enough(self, per_measurement: float, source: str) -> float:
+        """A budget_s that holds about eight measurements in a search of this ``source``."""
+        need = 8 * per_measurement
+        if source == "tuned":
+            return need
+        return max(self.policy.warm_min_s, need) / self.policy.warm_fraction
+
+    def _valid_config(self, config) -> dict | None:
+        try:
+            return self.description.space.validate(config)
+        except KnobError:
+            return None
+
+    def _config_error(self, config) -> str:
+        try:
+            self.description.space.validate(config)
+        except KnobError as exc:
+            return str(exc)
+        return ""
+
+    def _quarantine(self, found: Lookup, why: str) -> None:
+        self.cache.call(lambda c: c.quarantine(str(self.key), why, if_version=found.version))
+
+    def _cached_policy(self, found: Lookup):
+        policy = _valid_policy(found.record.weights)
+        if policy is None and found.record.weights is not None:
+            self._quarantine(found, "policy weights do not fit the network")
+        return policy
+
+    @staticmethod
+    def _cold_seconds(record: Record) -> float:
+        """The record's cold tuning seconds (what a warm start saves against)."""
+        value = _positive(record.history.get("cold_tuning_seconds"), zero_ok=True)
+        return value if value is not None else float(record.tuning_seconds)
+
+
+def _moved(outcome) -> bool:
+    """Whether the search measured any config besides its start."""
+    start = outcome.start.config
+    return any(m.config != start for m in outcome.history)
+
+
+def _positive(value, zero_ok: bool = False) -> float | None:
+    """A finite, positive (or with ``zero_ok`` non-negative) number from a record, else None."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    ok = math.isfinite(value) and (value >= 0 if zero_ok else value > 0)
+    return value if ok else None
 
 
 def _shipped_shapes() -> dict[str, tuple] | None:
@@ -151,259 +496,6 @@ def _shipped_shapes() -> dict[str, tuple] | None:
         return None
 
 
-def _fallback_cache(primary: Cache) -> Cache:
-    """Where records go while ``primary`` is unavailable: the local default, else memory."""
-    try:
-        candidate = get_cache(None)
-    except CacheError:
-        candidate = None
-    if not isinstance(candidate, LocalCache):
-        candidate = LocalCache(default_cache_dir())
-    if isinstance(primary, LocalCache) and primary.root == candidate.root:
-        return MemoryCache()
-    return candidate
-
-
-@dataclass
-class _Run:
-    """Mutable state of one tune() call."""
-
-    primary: Cache
-    cache: Cache
-    strict: bool
-    warnings: list[str] = field(default_factory=list)
-
-    def outage(self, exc: CacheUnavailable) -> None:
-        """Switch to the local fallback cache (or raise when strict)."""
-        if self.strict:
-            raise TuningError(f"cache unavailable: {exc}") from exc
-        if self.cache is not self.primary:  # the fallback failed too: keep going without one
-            msg = f"fallback cache {self.cache.uri} unavailable too ({exc}); not caching this run"
-            self.cache = MemoryCache()
-        else:
-            self.cache = _fallback_cache(self.primary)
-            msg = (f"cache {self.primary.uri} unavailable ({exc}); continuing with the local "
-                   f"fallback cache {self.cache.uri}")
-        log.warning(msg)
-        self.warnings.append(msg)
-
-    def call(self, fn, *args, **kwargs):
-        """Run a cache operation on the current cache, falling back once per outage."""
-        for _ in range(3):
-            try:
-                return fn(self.cache, *args, **kwargs)
-            except CacheUnavailable as exc:
-                self.outage(exc)
-        return None
-
-
-def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
-         ram_budget=None, cache=None, method: str = "intune", strict: bool = False,
-         pipeline_kwargs: dict | None = None, window_s: float | None = None,
-         timeout_s: float | None = None, progress=None,
-         seed: int | None = None, s3_client=None) -> TuneResult:
-    """Tune ``pipeline`` (a ``"module:attr"`` string, a factory or a Pipeline) and return the result.
-
-    ``budget_s`` bounds a cold search; warm starts use a fraction of it. ``cpu_budget``
-    (cores, default: what this process may use) and ``ram_budget`` (bytes or "4GiB",
-    default: :func:`~intune_flow.resources.default_ram_budget`) bound every probe.
-    ``cache`` is ``None`` (``$INTUNE_FLOW_CACHE`` or the local default), a URI
-    (``s3://bucket/prefix``, a directory, ``memory://``) or a Cache; ``s3_client`` is
-    an optional boto3 client for S3. ``timeout_s`` bounds every step that could hang: a
-    probe that sees no element for that long, and the factory's first build (default:
-    the probe's 30 s and ``DISCOVERY_TIMEOUT_S``). ``window_s`` is the measurement window of each
-    probe. Bad arguments raise :class:`~intune_flow.errors.IntuneError`; failures while
-    tuning return ``source="fallback"``, or raise :class:`TuningError` with ``strict=True``.
-    """
-    cpu, ram = _check_args(budget_s, cpu_budget, ram_budget, method, window_s, timeout_s,
-                           pipeline_kwargs, seed, strict, progress)
-    primary = get_cache(cache, s3_client=s3_client)
-
-    from .pipeline import Pipeline
-
-    pipe = Pipeline.load(pipeline, **(pipeline_kwargs or {}))
-    started = time.perf_counter()
-    run = _Run(primary=primary, cache=primary, strict=strict)
-    hw = hardware_class(cpu)
-    kept, not_kept = portable_kwargs(pipe.kwargs)
-    base = dict(cpu_budget=cpu, ram_budget=ram, method=method, pipeline=pipe.ref,
-                hardware_class=hw, pipeline_kwargs=kept, pipeline_kwargs_not_kept=not_kept,
-                _pipeline=pipe)
-    state = {"record": None, "key": None, "fingerprint": None, "space": None}
-    try:
-        result = _tune(pipe, run, state, base, budget_s=float(budget_s), window_s=window_s,
-                       timeout_s=timeout_s,
-                       progress=progress, seed=seed)
-    except TuningError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any failure: fall back (or raise when strict)
-        if isinstance(exc, KnobError) and state["space"] is None:
-            raise   # the factory declares its knobs wrongly: no config could build, not even defaults
-        reason = describe_error(exc)
-        if strict:
-            raise TuningError(f"tuning {pipe.name} failed: {reason}") from exc
-        result = _fallback(state, base, reason)
-    result.tuning_seconds = time.perf_counter() - started
-    if state.get("write") is not None and result.source != "fallback":
-        try:
-            _write_back(run, state, result)
-        except TuningError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a failed write must not fail the run
-            if strict:
-                raise TuningError(f"writing the cache record failed: {describe_error(exc)}") from exc
-            msg = f"could not store the tuning record: {describe_error(exc)}"
-            log.warning(msg)
-            result.warnings.append(msg)
-        result.tuning_seconds = time.perf_counter() - started   # the write is part of tuning
-    if result.source in ("cache", "refined", "transferred") and state.get("cold_seconds"):
-        result.seconds_saved = max(0.0, state["cold_seconds"] - result.tuning_seconds)
-    result.cache_uri = run.cache.uri
-    result.warnings = run.warnings + result.warnings
-    log.info("tune %s: %s", pipe.name, result.summary())
-    return result
-
-
-def _fallback(state: dict, base: dict, reason: str) -> TuneResult:
-    record: Record | None = state.get("record")
-    if record is not None:
-        config, what = dict(record.config), "the cached config"
-    elif state.get("space") is not None:
-        config, what = state["space"].defaults(), "the factory defaults"
-    else:
-        config, what = {}, "the factory defaults"
-    log.warning("tuning failed (%s); using %s so training can go on", reason, what)
-    return TuneResult(config=config, source="fallback", reason=f"{reason}; using {what}",
-                      fingerprint=state.get("fingerprint"), cache_key=state.get("key"),
-                      history=list(state.get("history") or []), **base)
-
-
-def _tune(pipe, run: _Run, state: dict, base: dict, *, budget_s, window_s, timeout_s, progress,
-          seed):
-    from .real_env import PipelineEnv
-
-    space = _bounded(lambda: pipe.space, "knob discovery (the factory's dry build)", timeout_s)
-    state["space"] = space
-    fingerprint = _bounded(pipe.fingerprint, "the schema fingerprint", timeout_s)
-    state["fingerprint"] = fingerprint
-    # Locating the stages for per-stage signals builds the pipeline twice more: like discovery,
-    # on top of the budget, not inside the first probe. It never fails: no signals is fine.
-    from .probe import run_bounded
-    run_bounded(lambda: pipe.stages, DISCOVERY_TIMEOUT_S if timeout_s is None else timeout_s)
-    key = make_key(fingerprint, space, base["hardware_class"])
-    state["key"] = str(key)
-    shapes = _shipped_shapes()
-    found: Lookup = run.call(read, key, expected_shapes=shapes) or Lookup()
-    notes = []
-    if found.damage:
-        notes.append(f"cached record was damaged ({found.damage}); quarantined and re-tuned")
-    env_kw = {} if window_s is None else {"window_s": float(window_s)}
-    if timeout_s is not None:
-        env_kw["timeout_s"] = float(timeout_s)
-    env = PipelineEnv(pipe, cpu_budget=base["cpu_budget"], ram_budget=base["ram_budget"], **env_kw)
-    state["auto_window"] = window_s is None
-    _set_window(env, env.window_s)
-    common = dict(fingerprint=fingerprint, cache_key=str(key), **base)
-    warm_budget = min(budget_s, max(WARM_MIN_S, WARM_FRACTION * budget_s))
-
-    record = found.record
-    if record is not None:
-        try:
-            config = space.validate(record.config)
-        except IntuneError as exc:  # signed and well-formed, but not a config of this space
-            run.call(lambda c: c.quarantine(str(key), f"config invalid: {exc}",
-                                            if_version=found.version))
-            notes.append(f"cached config was invalid ({exc}); quarantined and re-tuned")
-            record = None
-    if record is not None:
-        state["record"] = record
-        state["cold_seconds"] = _seconds(record.history.get("cold_tuning_seconds"),
-                                         record.tuning_seconds)
-        recorded = record.throughput
-        probes = [_verify(pipe, env, config)]
-        while probes[-1].ok and not _passes(probes[-1], recorded) and len(probes) < VERIFY_LOOKS:
-            probes.append(_verify(pipe, env, config, full=len(probes) == VERIFY_LOOKS - 1))
-        state["history"] = probes
-        verify = max(probes, key=lambda m: m.throughput if m.ok else -1.0)
-        if _passes(verify, recorded):
-            return TuneResult(config=config, throughput=verify.throughput, start_config=config,
-                              start_throughput=verify.throughput, source="cache",
-                              reason="; ".join(notes) or None, history=probes, **common)
-        measured = verify.throughput if verify.ok else 0.0
-        why = (f"verification probe measured {measured:,.0f}/s, {measured / recorded:.0%} of "
-               f"the recorded {recorded:,.0f}/s" if verify.ok and recorded > 0 else
-               f"verification probe failed ({verify.status}: {str(verify.error)[:200]})")
-        policy = _usable_policy(run, found, key, record)
-        outcome = _search(env, base["method"], start=config, budget_s=warm_budget,
-                          policy=policy, seed=seed, progress=progress, state=state,
-                          prior=probes)
-        # The stored figure was just shown wrong, and the search started from its config
-        # and keeps the best it measured: replace that version whatever its recorded figure
-        # (a record written meanwhile by another run is compared as usual).
-        state["write"] = dict(stale=(found.version, 0.0), cold=state["cold_seconds"])
-        return _from_outcome(outcome, "refined", f"{why}; refined from the cached policy", common,
-                             state, prior=probes)
-
-    candidates = run.call(transfer_candidates, key, cpu_budget=base["cpu_budget"],
-                          expected_shapes=shapes) or []
-    for cand in candidates:
-        try:
-            config = space.validate(cand.config)
-        except IntuneError:
-            continue
-        state["cold_seconds"] = _seconds(cand.history.get("cold_tuning_seconds"),
-                                         cand.tuning_seconds)
-        policy = _valid_policy(cand.weights)
-        outcome = _search(env, base["method"], start=config, budget_s=warm_budget, policy=policy,
-                          seed=seed, progress=progress, state=state)
-        state["write"] = dict(stale=None, cold=state["cold_seconds"])
-        why = (f"no record for {base['hardware_class']}; started from the record for "
-               f"{cand.key.hardware}")
-        return _from_outcome(outcome, "transferred", "; ".join(notes + [why]), common, state)
-
-    outcome = _search(env, base["method"], start=None, budget_s=budget_s, policy=None, seed=seed,
-                      progress=progress, state=state)
-    state["write"] = dict(stale=None, cold=None)
-    return _from_outcome(outcome, "tuned", "; ".join(notes) or None, common, state)
-
-
-def _bounded(fn, what: str, timeout_s: float | None = None):
-    """``fn()`` bounded by ``timeout_s`` (default DISCOVERY_TIMEOUT_S); its exception re-raised."""
-    from .probe import run_bounded
-
-    limit = DISCOVERY_TIMEOUT_S if timeout_s is None else timeout_s
-    value, error, hung = run_bounded(fn, limit)
-    if hung:
-        raise _Failure(f"{what} did not return within {limit:g}s; the pipeline "
-                       "factory hangs (check its inputs and any blocking call in it)")
-    if error is not None:
-        raise error
-    return value
-
-
-def _seconds(value, default: float) -> float:
-    """A finite, non-negative number of seconds from a record, else ``default``."""
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return float(default)
-    return value if math.isfinite(value) and value >= 0 else float(default)
-
-
-def _passes(m: Measurement, recorded: float) -> bool:
-    return m.ok and m.throughput >= DRIFT_THRESHOLD * recorded
-
-
-def _verify(pipe, env, config, full: bool = False) -> Measurement:
-    """A short probe of ``config``, or with ``full`` one of the search's own window."""
-    from .probe import probe
-
-    window, warmup = (env.window_s, env.warmup_s) if full else (
-        min(VERIFY_WINDOW_S, env.window_s), min(VERIFY_WARMUP_S, env.warmup_s))
-    return probe(pipe, config, window_s=window, warmup_s=warmup, ram_budget=env.ram_budget,
-                 cpu_budget=env.cpu_budget, timeout_s=env.timeout_s)
-
-
 def _valid_policy(weights):
     """Cached weights checked against the agent's network, or None (use the shipped policy)."""
     if weights is None:
@@ -416,110 +508,3 @@ def _valid_policy(weights):
         log.warning("cached policy weights do not fit the network (%s); using the shipped policy",
                     exc)
         return None
-
-
-def _usable_policy(run: _Run, found: Lookup, key: CacheKey, record: Record):
-    policy = _valid_policy(record.weights)
-    if policy is None and record.weights is not None:
-        run.call(lambda c: c.quarantine(str(key), "policy weights do not fit the network",
-                                        if_version=found.version))
-    return policy
-
-
-def search_window(budget_s: float) -> float:
-    """The probe window of a search of ``budget_s`` seconds when the caller sets none."""
-    low, high = SEARCH_WINDOW_S
-    return min(high, max(low, budget_s / 20))
-
-
-def _set_window(env, window_s: float) -> None:
-    """The env's probe window, and a warm-up of at most half of it."""
-    env.window_s = window_s
-    env.warmup_s = min(PROBE_WARMUP_S, window_s / 2)
-
-
-def _search(env, method, *, start, budget_s, policy, seed, progress, state, prior=()):
-    from .search import run_search
-
-    if state.get("auto_window"):
-        _set_window(env, search_window(budget_s))
-    outcome = run_search(env, method, start=start, budget_s=budget_s, policy_state=policy,
-                         seed=seed, progress=progress)
-    state["history"] = list(prior) + list(outcome.history)
-    if outcome.best is None or not outcome.best.ok:
-        last = outcome.best or (outcome.history[-1] if outcome.history else None)
-        detail = f"{last.status}: {last.error}" if last is not None else "nothing measured"
-        raise _Failure(f"every probe failed ({detail})")
-    state["outcome"] = outcome
-    state["confirm"] = _verify(env.pipeline, env, outcome.best.config)
-    return outcome
-
-
-def _from_outcome(outcome, source, reason, common, state, prior=()) -> TuneResult:
-    best, start = outcome.best, outcome.start
-    confirm = [state["confirm"]] if state.get("confirm") is not None else []
-    result = TuneResult(config=dict(best.config), throughput=best.throughput,
-                        start_config=dict(start.config) if start else {},
-                        start_throughput=start.throughput if start and start.ok else 0.0,
-                        source=source, reason=reason or None,
-                        history=list(prior) + list(outcome.history) + confirm, **common)
-    if common["method"] in SEARCHING and start is not None and not _moved(outcome):
-        # Only the start was measured: caching it would make the next run a hit on an
-        # untuned (or, after drift, stale) config. Say so and let the next run search.
-        state["write"] = None
-        per = outcome.seconds / max(1, len(outcome.history))
-        msg = (f"the budget of this search ({outcome.seconds:.1f} s) held no step beyond the "
-               f"start config (about {per:.1f} s per measurement), so the start config is "
-               f"returned as it was and nothing was cached; give budget_s at least "
-               f"{_enough(per, source):.0f} s, or a shorter window_s")
-        log.warning(msg)
-        result.warnings.append(msg)
-    return result
-
-
-def _moved(outcome) -> bool:
-    """Whether the search measured any config besides its start."""
-    start = outcome.start.config
-    return any(m.config != start for m in outcome.history)
-
-
-def _enough(per_measurement: float, source: str) -> float:
-    """A budget_s that holds about eight measurements in a search of this ``source``."""
-    need = 8 * per_measurement
-    return need if source == "tuned" else max(WARM_MIN_S, need) / WARM_FRACTION
-
-
-def _write_back(run: _Run, state: dict, result: TuneResult) -> None:
-    """Store the new best unless a better record is there (never a worse over a better)."""
-    outcome = state.get("outcome")
-    if outcome is None or result.source == "fallback":
-        return
-    spec = state["write"]
-    key = CacheKey.parse(state["key"])
-    cold = spec["cold"] if spec["cold"] is not None else result.tuning_seconds
-    history = summarize_history(result.history)
-    history.update(steps=outcome.steps, search_seconds=outcome.seconds, stopped=outcome.stopped,
-                   source=result.source, cold_tuning_seconds=cold)
-    weights = outcome.policy_state
-    # Recorded: the best config re-measured by the same short probe a warm start verifies
-    # with, so drift detection compares like with like (the search's best is the max of
-    # noisy windows, biased upward).
-    # The lower of the two figures: a conservative record makes noise less likely to look
-    # like drift on the next run, and a better record must beat it by a real measurement.
-    confirm = state.get("confirm")
-    recorded = result.throughput
-    if confirm is not None and confirm.ok:
-        recorded = min(recorded, confirm.throughput)
-    history["search_best_throughput"] = float(result.throughput)
-    record = Record(
-        key=key, config=dict(result.config), throughput=float(recorded),
-        knob_space=state["space"].to_json(), start_config=dict(result.start_config),
-        start_throughput=float(result.start_throughput),
-        tuning_seconds=float(result.tuning_seconds), method=result.method,
-        hardware=hardware_info(result.hardware_class, result.cpu_budget, result.ram_budget),
-        history=history, pipeline=result.pipeline,
-        weights={k: v for k, v in weights.items()} if weights else None)
-    written = run.call(write_best, record, stale=spec["stale"])
-    if written is not None:
-        log.info("cache %s: %s %s (stored %.0f/s)", run.cache.uri,
-                 written.action, key, written.stored_throughput)

@@ -1,30 +1,31 @@
 """Framework adapters: what intune_flow needs to know about a tf.data, torchdata or
 torch DataLoader dataset.
 
-Each adapter module defines ``FRAMEWORK``, ``LIST_IS_BATCH`` (whether a Python list the
-dataset yields is a batch of items), ``is_dataset(obj)``, ``implicit_knobs()``,
-``prepare_config(space, config, cpu_budget)``, ``finalize(ds, config, implicit)``,
-``spec_schema(ds)``, ``batch_size(ds)``, ``iterate(ds)`` and, for per-stage signals,
-``locate_stages(space, build_and_iterate)``, ``snapshot(iterator)`` and
-``stage_signals(stages, before, after, seconds, config, implicit)`` and
-``autotune_choices(stages, after, config)``. Frameworks are
-imported lazily: an adapter only recognizes datasets of a framework already imported
+Each adapter module satisfies :class:`~intune_flow.adapters.protocol.Adapter`. Frameworks
+are imported lazily: an adapter only recognizes datasets of a framework already imported
 by the factory that built them.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
+from typing import cast
+
+from .protocol import Adapter
 
 SUPPORTED = ("tf.data.Dataset, torchdata.nodes.BaseNode, torchdata.nodes.Loader or "
              "torch.utils.data.DataLoader")
 _MODULES = (".tfdata", ".torchdata", ".torch_loader")
 
 
-def adapter_for(obj):
+def adapters() -> list[Adapter]:
+    """Every adapter module, in the order datasets are matched."""
+    return [cast(Adapter, import_module(name, __name__)) for name in _MODULES]
+
+
+def adapter_for(obj) -> Adapter | None:
     """The adapter module that handles ``obj``, or None if no supported framework does."""
-    for name in _MODULES:
-        adapter = import_module(name, __name__)
+    for adapter in adapters():
         if adapter.is_dataset(obj):
             return adapter
     return None

@@ -20,7 +20,7 @@ def is_dataset(obj) -> bool:
 
 def implicit_knobs() -> list[Knob]:
     """tf.data's private thread pool: blocking map/interleave calls (remote reads) get at most
-    this many threads; the default pool is sized to the core count (see NOTES.md)."""
+    this many threads; tf.data's default pool is sized to the core count."""
     return [Knob(THREADPOOL, "threads", 1, 256, AUTOTUNE)]
 
 

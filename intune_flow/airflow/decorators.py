@@ -22,13 +22,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from ..errors import OptionsError
 from . import arguments
 from .runner import result_payload, run_tuning
 
 log = logging.getLogger("intune_flow.airflow")
-
-_TUNE_ARGS = ("pipeline", "budget_s", "cache", "aws_conn_id", "cpu_budget", "ram_budget",
-              "strict", "method", "window_s", "timeout_s", "pipeline_kwargs")
+WHERE = "intune_task"
 
 
 @dataclass
@@ -73,12 +72,18 @@ def intune_task(python_callable: Callable | None = None, *, pipeline, budget_s=6
     templated = [f"{k}={v!r}" for k, v in {**options, "pipeline_kwargs": pipeline_kwargs}.items()
                  if isinstance(v, str) and arguments.is_deferred(v)]
     if templated:
-        raise arguments.ArgumentError(
-            f"intune_task does not render Jinja templates ({', '.join(templated)}): pass plain "
+        raise OptionsError(
+            f"{WHERE} does not render Jinja templates ({', '.join(templated)}): pass plain "
             "values, or use InTuneOperator, whose arguments are templated")
-    arguments.check_all(**options, pipeline_kwargs=pipeline_kwargs, allow_kwargs_name=True)
+    if isinstance(pipeline_kwargs, str):   # names the function argument that carries them
+        if not pipeline_kwargs.isidentifier():
+            raise OptionsError(f"{WHERE}: pipeline_kwargs={pipeline_kwargs!r} must be a dict or "
+                               "name an argument of the decorated function")
+        arguments.check(options, where=WHERE)
+    else:
+        arguments.check({**options, "pipeline_kwargs": pipeline_kwargs}, where=WHERE)
     if not isinstance(inject_as, str) or not inject_as.isidentifier():
-        raise arguments.ArgumentError(f"inject_as must be an argument name, got {inject_as!r}")
+        raise OptionsError(f"{WHERE}: inject_as must be an argument name, got {inject_as!r}")
 
     def decorate(fn):
         from airflow.sdk.bases.decorator import is_decorated_task
@@ -97,11 +102,11 @@ def _wrap(fn: Callable, options: dict, pipeline_kwargs, inject_as: str) -> Calla
     sig = inspect.signature(fn)
     params = sig.parameters
     if inject_as not in params and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        raise arguments.ArgumentError(
+        raise OptionsError(
             f"{fn.__name__}() must accept the tuning result: add a parameter "
             f"`{inject_as}=None` (or **kwargs)")
     if isinstance(pipeline_kwargs, str) and pipeline_kwargs not in params:
-        raise arguments.ArgumentError(
+        raise OptionsError(
             f"pipeline_kwargs={pipeline_kwargs!r} names no argument of {fn.__name__}(); "
             f"its arguments are {list(params)}")
     # Airflow binds call arguments and context keys against this signature: hide the
@@ -114,12 +119,13 @@ def _wrap(fn: Callable, options: dict, pipeline_kwargs, inject_as: str) -> Calla
             bound = visible.bind_partial(*args, **kwargs).arguments
             factory_kwargs = bound.get(pipeline_kwargs) or {}
             if not isinstance(factory_kwargs, Mapping):
-                raise arguments.ArgumentError(
+                raise OptionsError(
                     f"argument {pipeline_kwargs!r} of {fn.__name__}() must be a dict of "
                     f"pipeline factory arguments, got {type(factory_kwargs).__name__}")
         else:
             factory_kwargs = pipeline_kwargs or {}
-        result, secrets = run_tuning(**options, pipeline_kwargs=factory_kwargs, logger=log)
+        result, secrets = run_tuning({**options, "pipeline_kwargs": factory_kwargs},
+                                     where=WHERE, logger=log)
         payload = result_payload(result, secrets)
         _push_xcom(payload)
         kwargs[inject_as] = IntuneContext(result=result, pipeline_kwargs=dict(factory_kwargs),
@@ -144,16 +150,16 @@ def task_intune(python_callable: Callable | None = None, **kwargs):
     """``@task.intune(pipeline=..., budget_s=..., <any @task argument>)``: tune, then run the function."""
     from airflow.sdk import task
 
-    ours = (*_TUNE_ARGS, "inject_as")
+    ours = (*arguments.NAMES, "inject_as")
     tune_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in ours}
     # What is left goes to @task; a near miss of one of ours is a typo, not a @task argument.
     typos = {k: difflib.get_close_matches(k, ours, n=1, cutoff=0.75) for k in kwargs}
     typos = {k: m[0] for k, m in typos.items() if m and m[0] not in tune_kwargs}
     if typos:
-        raise arguments.ArgumentError(
+        raise OptionsError(
             "@task.intune got " + ", ".join(f"{k!r} (did you mean {m!r}?)" for k, m in typos.items()))
     if "pipeline" not in tune_kwargs:
-        raise arguments.ArgumentError("@task.intune needs pipeline='module:attribute'")
+        raise OptionsError("@task.intune needs pipeline='module:attribute'")
     wrap = intune_task(**tune_kwargs)
 
     def decorate(fn):

@@ -21,7 +21,8 @@ class InTuneOperator(BaseOperator):
     :param aws_conn_id: Airflow connection with the S3 credentials and endpoint for an
         ``s3://`` cache; ``None`` uses the standard boto3 credential chain. Templated.
     :param cpu_budget: cores the pipeline may use (default: what the worker may use). Templated.
-    :param ram_budget: bytes or a size like ``"4GiB"`` (default: half the available RAM). Templated.
+    :param ram_budget: bytes or a size like ``"4GiB"`` (default: this process's RSS plus half
+        of the available memory). Templated.
     :param strict: raise when tuning fails instead of falling back to the cached or default config.
     :param method: ``"intune"`` (the RL policy) or a baseline name. Templated.
     :param window_s: seconds per measurement window (default: tune() chooses). Templated.
@@ -34,9 +35,7 @@ class InTuneOperator(BaseOperator):
     ``source``, ``tuning_seconds``, ``seconds_saved``, ``reason``, ``fingerprint``, ...
     """
 
-    template_fields: Sequence[str] = ("pipeline", "cache", "aws_conn_id", "budget_s",
-                                      "cpu_budget", "ram_budget", "method", "window_s",
-                                      "timeout_s", "pipeline_kwargs")
+    template_fields: Sequence[str] = arguments.TEMPLATED
     ui_color = "#e8f4e8"
 
     def __init__(self, *, task_id: str, pipeline: str | Callable, budget_s: float | str = 60.0,
@@ -46,32 +45,22 @@ class InTuneOperator(BaseOperator):
                  timeout_s: float | None = None,
                  pipeline_kwargs: Mapping[str, Any] | None = None, **kwargs) -> None:
         super().__init__(task_id=task_id, **kwargs)
-        arguments.check_all(pipeline=pipeline, budget_s=budget_s, cache=cache,
-                            aws_conn_id=aws_conn_id, cpu_budget=cpu_budget,
-                            ram_budget=ram_budget, strict=strict, method=method,
-                            window_s=window_s, timeout_s=timeout_s,
-                            pipeline_kwargs=pipeline_kwargs)
+        given = dict(pipeline=pipeline, budget_s=budget_s, cache=cache, aws_conn_id=aws_conn_id,
+                     cpu_budget=cpu_budget, ram_budget=ram_budget, strict=strict,
+                     method=method, window_s=window_s, timeout_s=timeout_s,
+                     pipeline_kwargs=pipeline_kwargs)
+        arguments.check(given, where="InTuneOperator")   # a mistake is a DAG import error
         # Airflow 3 calls a callable found in a template field as a template: keep a factory
         # aside and show its name in the field.
         self._factory = pipeline if callable(pipeline) else None
-        self.pipeline = (f"{pipeline.__module__}:{pipeline.__qualname__}"
-                         if self._factory is not None else pipeline)
-        self.budget_s = budget_s
-        self.cache = cache
-        self.aws_conn_id = aws_conn_id
-        self.cpu_budget = cpu_budget
-        self.ram_budget = ram_budget
-        self.strict = strict
-        self.method = method
-        self.window_s = window_s
-        self.timeout_s = timeout_s
-        self.pipeline_kwargs = pipeline_kwargs
+        if self._factory is not None:
+            given["pipeline"] = f"{pipeline.__module__}:{pipeline.__qualname__}"
+        for name, value in given.items():
+            setattr(self, name, value)
 
     def execute(self, context) -> dict:
-        result, secrets = run_tuning(
-            pipeline=self._factory or self.pipeline, budget_s=self.budget_s, cache=self.cache,
-            aws_conn_id=self.aws_conn_id, cpu_budget=self.cpu_budget,
-            ram_budget=self.ram_budget, strict=self.strict, method=self.method,
-            window_s=self.window_s, timeout_s=self.timeout_s,
-            pipeline_kwargs=self.pipeline_kwargs, logger=self.log)
+        raw = {name: getattr(self, name) for name in arguments.NAMES}
+        if self._factory is not None:
+            raw["pipeline"] = self._factory
+        result, secrets = run_tuning(raw, where="InTuneOperator", logger=self.log)
         return result_payload(result, secrets)

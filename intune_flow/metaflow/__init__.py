@@ -8,9 +8,7 @@ too (registered through the ``metaflow_extensions`` package shipped alongside).
 import metaflow  # noqa: F401  (first: Metaflow's plugin loader imports .decorator through
 #                   metaflow_extensions, which must not meet a half-imported .decorator)
 
-from .attributes import IntuneAttributeError, Settings
 from .decorator import ARTIFACT, IntuneDecorator, IntuneDecoratorException, intune
 from .session import IntuneSession
 
-__all__ = ["ARTIFACT", "IntuneAttributeError", "IntuneDecorator", "IntuneDecoratorException",
-           "IntuneSession", "Settings", "intune"]
+__all__ = ["ARTIFACT", "IntuneDecorator", "IntuneDecoratorException", "IntuneSession", "intune"]

@@ -12,23 +12,23 @@ Hooks (see ``metaflow.decorators.StepDecorator``):
 - ``task_decorate``: just before the step body, fill the card (``current.card`` is only
   ready once every card decorator has run its ``task_pre_step``).
 
-A tuning failure never breaks the step unless ``strict=True``: ``tune`` itself falls back
-to the cached config or the factory defaults; anything it did not foresee is caught here
-and turned into a fallback with the reason on the card and in the logs.
+A tuning failure never breaks the step unless ``strict=True``: ``tune()`` falls back to
+the cached config or the factory defaults and says why; this module only shows it (log,
+card, artifact). A configuration error (``ConfigurationError``) stops the step with its
+message; ``strict=True`` lets ``TuningError`` through.
 """
 
 from __future__ import annotations
 
 import functools
-import traceback
 
 from metaflow.decorators import StepDecorator, _base_step_decorator
 from metaflow.exception import MetaflowException
 
-from ..errors import IntuneError, TuningError
+from ..errors import ConfigurationError
+from ..options import TuneOptions
 from . import card as intune_card
-from .attributes import (DEFAULTS, IntuneAttributeError, Settings, build_time_values, coerce,
-                         deferred, resolve)
+from .attributes import DEFAULTS, build_time_values, deferred, parse, resolve
 from .defaults import datastore_s3_client, default_cache, resource_budgets
 from .session import IntuneSession
 
@@ -57,14 +57,6 @@ def _within_machine(attribute, given, from_resources, machine, describe):
     return asked
 
 
-def _known_methods() -> tuple[str, ...] | None:
-    try:
-        from ..tune import METHODS
-    except Exception:  # the tuner is optional at flow-build time; tune() checks again
-        return None
-    return tuple(METHODS) if METHODS else None
-
-
 class IntuneDecorator(StepDecorator):
     """Tune the step's input pipeline on the machine that runs the step.
 
@@ -81,8 +73,7 @@ class IntuneDecorator(StepDecorator):
 
     def step_init(self, flow, graph, step_name, decorators, environment, flow_datastore, logger):
         self.step_name = step_name
-        self._methods = _known_methods()
-        self.settings: Settings = self._coerce(build_time_values(self.attributes))
+        self.settings: TuneOptions = self._parse(build_time_values(self.attributes))
         self.resource_cpu, self.resource_ram = resource_budgets(decorators)
         self.datastore_type = getattr(flow_datastore, "TYPE", None)
         self.session: IntuneSession | None = None
@@ -92,10 +83,10 @@ class IntuneDecorator(StepDecorator):
     def _where(self) -> str:
         return f"step {self.step_name!r}" if self.statically_defined else "--with intune"
 
-    def _coerce(self, attributes) -> Settings:
+    def _parse(self, attributes) -> TuneOptions:
         try:
-            return coerce(attributes, known_methods=self._methods)
-        except IntuneAttributeError as exc:
+            return parse(attributes)
+        except ConfigurationError as exc:
             raise IntuneDecoratorException(f"{self._where}: {exc}") from None
 
     # -- card ----------------------------------------------------------------------------
@@ -143,9 +134,9 @@ class IntuneDecorator(StepDecorator):
         if deferred(self.attributes):  # Parameters and callables: this run's values
             try:
                 values = resolve(self.attributes, flow)
-            except IntuneAttributeError as exc:
+            except ConfigurationError as exc:
                 raise IntuneDecoratorException(f"{self._where}: {exc}") from exc
-            self.settings = self._coerce(values)
+            self.settings = self._parse(values)
         cpu, ram = self._budgets()
         cache, origin = ((self.settings.cache, "decorator") if self.settings.cache is not None
                          else default_cache(self.datastore_type))
@@ -205,33 +196,22 @@ class IntuneDecorator(StepDecorator):
         return cpu, ram
 
     def _tune(self, cpu, ram, cache):
-        """Run ``intune_flow.tune``: ``(result, None)``, or ``(None, reason)`` on a crash."""
+        """Run ``intune_flow.tune`` on this machine; a configuration error stops the step."""
+        from ..tune import tune
+
         s = self.settings
         _log(f"tuning {s.pipeline_name} (budget {s.budget_s:g} s, method {s.method}, "
              f"cpu budget {cpu if cpu is not None else 'auto'}, cache {cache or 'local default'})")
         try:
-            from ..tune import tune
-
-            result = tune(s.pipeline, budget_s=s.budget_s, cpu_budget=cpu, ram_budget=ram,
-                          cache=cache, method=s.method, strict=s.strict,
-                          pipeline_kwargs=s.pipeline_kwargs or None, window_s=s.window_s,
-                          timeout_s=s.timeout_s, s3_client=datastore_s3_client(cache),
-                          progress=_progress)
-        except TuningError:
-            raise  # strict=True and tuning failed: fail the step, as asked
-        except IntuneError as exc:
-            # A user error (a factory that cannot be loaded or built, a bad cache URI): there
-            # is no config to fall back to, so the step fails with the message saying what to fix.
+            result = tune(s.pipeline, **{**s.tune_kwargs(), "cpu_budget": cpu,
+                                         "ram_budget": ram, "cache": cache,
+                                         "s3_client": datastore_s3_client(cache),
+                                         "progress": _progress})
+        except ConfigurationError as exc:
+            # There is no config to fall back to: fail the step saying what to fix.
             raise IntuneDecoratorException(f"step {self.step_name!r}: {exc}") from exc
-        except Exception as exc:
-            reason = f"tuning raised {type(exc).__name__}: {exc}"
-            if s.strict:
-                raise TuningError(f"@intune(strict=True) on step {self.step_name!r}: {reason}") from exc
-            _log(f"falling back to the factory defaults: {reason}")
-            _log(traceback.format_exc().rstrip())
-            return None, reason
         _report(result)
-        return result, None
+        return result
 
 
 def _progress(event: dict) -> None:
@@ -248,9 +228,9 @@ def _report(r) -> None:
     if r.seconds_saved:
         line += f", {r.seconds_saved:.1f} s saved"
     _log(line)
-    if getattr(r, "reason", None):
+    if r.reason:
         _log(("fell back: " if r.source == "fallback" else "note: ") + r.reason)
-    for warning in getattr(r, "warnings", None) or []:
+    for warning in r.warnings:
         _log(f"warning: {warning}")
 
 

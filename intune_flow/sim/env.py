@@ -17,12 +17,14 @@ class SimEnv:
     short after ``build_s + oom_s``). ``core_schedule`` is a list of
     ``(clock_seconds, cores)``: the machine changes size once the clock passes
     each time, as when a scheduler shrinks a container (or call :meth:`set_cores`).
+    ``speed`` scales every throughput, as a machine shared with other busy jobs does;
+    ``capacity()`` reports it, as the real env reports the CPU it gets.
     """
 
     def __init__(self, pipeline: SimPipeline, *, cores: float | None = None,
                  ram_budget: int | None = None, seed: int | None = 0, build_s: float = 0.5,
                  window_s: float = 2.0, oom_s: float = 0.5, signals: bool = True,
-                 core_schedule: Sequence[tuple[float, float]] = ()):
+                 core_schedule: Sequence[tuple[float, float]] = (), speed: float = 1.0):
         self.pipeline = pipeline
         self.space = pipeline.space
         self.cpu_budget = float(cores if cores is not None else pipeline.cores)
@@ -33,6 +35,7 @@ class SimEnv:
         self._clock = 0.0
         self._schedule = sorted(core_schedule)
         self.measurements = 0
+        self.speed = float(speed)
 
     def clock(self) -> float:
         return self._clock
@@ -54,7 +57,13 @@ class SimEnv:
         ev = evaluate(self.pipeline, self.concrete(config), self.cpu_budget)
         return 0.0 if ev.memory > self.ram_budget else ev.throughput
 
-    def measure(self, config: Mapping[str, int]) -> Measurement:
+    def capacity(self) -> float:
+        """The machine's speed now (1.0: the simulated machine to itself)."""
+        return self.speed
+
+    def measure(self, config: Mapping[str, int], *, window_s: float | None = None,
+                warmup_s: float | None = None) -> Measurement:
+        window = self.window_s if window_s is None else float(window_s)
         cfg = self.concrete(config)
         ev = evaluate(self.pipeline, cfg, self.cpu_budget)
         self.measurements += 1
@@ -67,8 +76,8 @@ class SimEnv:
                                error=f"simulated RSS {ev.memory / 2**30:.2f} GiB passed the "
                                      f"RAM budget {self.ram_budget / 2**30:.2f} GiB")
         noise = float(np.exp(self._rng.normal(0.0, self.pipeline.noise)))
-        x = ev.throughput * noise
-        seconds = self.build_s + self.window_s
+        x = ev.throughput * noise * self.speed
+        seconds = self.build_s + window
         self._advance(seconds)
         return Measurement(config=cfg, throughput=x, elements_per_s=x, records_per_s=x,
                            spread=2 * self.pipeline.noise, cpu_util=ev.cpu_util,

@@ -1,0 +1,54 @@
+"""``Adapter``: what intune_flow needs to know about one framework's datasets.
+
+Each adapter is a module (``tfdata``, ``torchdata``, ``torch_loader``) that satisfies this
+protocol; a type checker checks modules against protocols (PEP 544), and
+``tests/test_pipeline.py`` checks each module at run time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Protocol, runtime_checkable
+
+from ..knobs import Knob, KnobSpace
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    FRAMEWORK: str
+    """``"tf.data"``, ``"torchdata"`` or ``"torch.utils.data"``."""
+    LIST_IS_BATCH: bool
+    """Whether a Python list the dataset yields is a batch of items."""
+
+    def is_dataset(self, obj: Any) -> bool:
+        """True for a dataset of this framework (only if the framework is already imported)."""
+
+    def implicit_knobs(self) -> list[Knob]:
+        """Knobs intune_flow adds to every pipeline of this framework (tf.data: ``threadpool``)."""
+
+    def prepare_config(self, space: KnobSpace, config: dict, cpu_budget: float) -> dict:
+        """The config the factory sees (torchdata: AUTOTUNE replaced by concrete values)."""
+
+    def finalize(self, ds: Any, config: dict, implicit: tuple[str, ...]) -> Any:
+        """The built dataset with the implicit knobs applied."""
+
+    def spec_schema(self, ds: Any) -> tuple[dict, bool, int | None] | None:
+        """(schema, batched, static batch size) from the graph, None when only data tells."""
+
+    def batch_size(self, ds: Any) -> int | None:
+        """Records per element when the graph says so."""
+
+    def iterate(self, ds: Any) -> Iterator:
+        """An iterator over a new epoch."""
+
+    def locate_stages(self, space: KnobSpace, build_and_iterate: Callable[[dict], Iterator]) -> dict:
+        """Knob -> the framework's model nodes it drives ({} where none are kept)."""
+
+    def snapshot(self, iterator: Iterator) -> Any:
+        """The framework's per-stage timings so far (None where it keeps none)."""
+
+    def stage_signals(self, stages: dict, before: Any, after: Any, seconds: float, config: dict,
+                      implicit: tuple[str, ...]) -> dict[str, float]:
+        """Busy share (0..1) per knob between two snapshots ``seconds`` apart."""
+
+    def autotune_choices(self, stages: dict, after: Any, config: dict) -> dict[str, int]:
+        """Knob -> the value the framework's AUTOTUNE held, for knobs left to AUTOTUNE."""

@@ -1,0 +1,357 @@
+"""``TuneOptions``: every tuning argument, parsed, coerced and validated in one place.
+
+Every surface builds one: :func:`intune_flow.tune`, :func:`intune_flow.probe` (its budgets
+and window), ``@intune`` (Metaflow), ``InTuneOperator`` / ``intune_task`` / ``@task.intune``
+(Airflow) and ``intune-flow tune``. Values may arrive as Python values or as strings (the
+CLI, Jinja-rendered templates, ``--with intune:budget_s=30``, remote Metaflow runs): they
+are coerced here, and any problem raises :class:`~intune_flow.errors.OptionsError` naming
+the argument, what it got and the fix.
+
+Adding a tuning argument touches this file (a field with its ``arg(...)`` metadata), the
+signatures that show it (``tune()``, ``InTuneOperator``, ``intune_task``) and the docs; the
+Metaflow attributes, the Airflow template fields and the CLI flags are derived from here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Mapping
+
+from .errors import CacheError, OptionsError, PipelineError
+
+SURFACES = ("tune", "cli", "metaflow", "airflow")
+"""Where a user writes tuning arguments; ``probe`` uses the budget and window validators."""
+
+_EVERYWHERE = SURFACES
+_PYTHON = ("tune",)
+_BLANK = ("", "none", "null")
+_TRUE = {"true", "1", "yes", "on", "y", "t"}
+_FALSE = {"false", "0", "no", "off", "n", "f"}
+_REF = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+_FORM = '"package.module:function" (e.g. "examples.criteo:criteo_pipeline")'
+
+
+def arg(default, kind: str, doc: str, surfaces: tuple[str, ...] = _EVERYWHERE, **kw):
+    """A TuneOptions field: its default, how it is coerced (``kind``), its one-line doc and
+    the surfaces that take it."""
+    if isinstance(default, dict):
+        return field(default_factory=dict, metadata=dict(kind=kind, doc=doc, surfaces=surfaces,
+                                                         **kw))
+    return field(default=default, metadata=dict(kind=kind, doc=doc, surfaces=surfaces, **kw))
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """The arguments of one tuning run (see ``tune()`` for their meaning)."""
+
+    pipeline: Any = arg(None, "pipeline", 'the factory, a "package.module:function" string or a '
+                                          'Pipeline')
+    budget_s: float = arg(60.0, "seconds", "seconds a cold search may spend measuring (warm "
+                                           "starts use a quarter, at least 5 s)", example=60)
+    cache: Any = arg(None, "cache", "a directory, s3://bucket/prefix, memory://name or a Cache "
+                                    "(default: $INTUNE_FLOW_CACHE, else the user cache dir)")
+    cpu_budget: float | None = arg(None, "cores", "cores the pipeline may use (default: what "
+                                                  "this process may use)", example=2)
+    ram_budget: int | None = arg(None, "bytes", 'bytes or a size such as "4GiB" (default: '
+                                                'current RSS + half of the available memory)')
+    strict: bool = arg(False, "bool", "raise TuningError when tuning fails instead of falling "
+                                      "back")
+    method: str = arg("intune", "method", "intune (the RL agent) or a baseline; one of {methods}")
+    window_s: float | None = arg(None, "seconds", "measurement window per probe (default: 1/20 "
+                                                  "of the search's budget, within 0.75-2 s)",
+                                 example=2)
+    timeout_s: float | None = arg(None, "seconds", "abandon a probe that sees no element, or the "
+                                                   "factory's first build, after this long "
+                                                   "(default: 30 s per probe, 60 s per build)",
+                                  example=30)
+    pipeline_kwargs: dict = arg({}, "kwargs", "keyword arguments for the factory")
+    seed: int | None = arg(None, "seed", "seed of the search's random choices",
+                           surfaces=("tune", "cli"))
+    progress: Any = arg(None, "progress", "None: a live line on a terminal, log lines "
+                                          "otherwise; False: silent; or a callable per event",
+                        surfaces=_PYTHON)
+    s3_client: Any = arg(None, "object", "a boto3 S3 client for an s3:// cache",
+                         surfaces=_PYTHON)
+
+    # -- building ------------------------------------------------------------------------
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any], *, where: str = "tune()",
+              surface: str = "tune", deferred: Callable[[Any], bool] | None = None,
+              source: str | None = None) -> "TuneOptions":
+        """Coerce and validate ``raw`` (argument name -> value) into TuneOptions.
+
+        ``where`` prefixes every message (``"@intune"``, ``"InTuneOperator"``). Names not on
+        ``surface`` are refused. A value for which ``deferred(value)`` is true (a Jinja
+        template, an XComArg) is kept unchecked: it is known only when the task runs.
+        ``source`` reads a string pipeline's module source without importing it:
+        ``"required"`` (the module must be found), ``"optional"`` (checked where found).
+        """
+        known = cls.names(surface)
+        unknown = sorted(set(raw) - set(known))
+        if unknown:
+            raise OptionsError(f"{where or 'tune()'} does not take {', '.join(map(repr, unknown))}; its "
+                               f"tuning arguments are {', '.join(known)}")
+        values = {}
+        for f in fields(cls):
+            if f.name not in raw:
+                continue
+            value = raw[f.name]
+            values[f.name] = value if deferred is not None and deferred(value) else \
+                coerce(f.name, value, where=where)
+        options = cls(**values)
+        if options.pipeline is None:
+            raise OptionsError(f"{_at(where)}needs pipeline={_FORM}: the dataset factory to tune")
+        if source is not None and isinstance(options.pipeline, str) and not (
+                deferred is not None and deferred(options.pipeline)):
+            options._check_source(where, missing_ok=source == "optional", deferred=deferred)
+        return options
+
+    @classmethod
+    def names(cls, surface: str = "tune") -> tuple[str, ...]:
+        """The argument names ``surface`` takes, in declaration order."""
+        return tuple(f.name for f in fields(cls) if surface in f.metadata["surfaces"])
+
+    @classmethod
+    def defaults(cls, surface: str = "tune") -> dict[str, Any]:
+        """Argument name -> default, for the arguments ``surface`` takes."""
+        out = {}
+        for f in fields(cls):
+            if surface in f.metadata["surfaces"]:
+                out[f.name] = {} if f.metadata["kind"] == "kwargs" else f.default
+        return out
+
+    @classmethod
+    def doc(cls, name: str) -> str:
+        """The one-line description of argument ``name`` (CLI help, docs)."""
+        text = _field(name).metadata["doc"]
+        if "{methods}" in text:
+            from .search import METHODS
+
+            text = text.format(methods=", ".join(METHODS))
+        return text
+
+    # -- using ---------------------------------------------------------------------------
+    def tune_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``tune(options.pipeline, **options.tune_kwargs())``."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "pipeline"}
+
+    def replace(self, **changes) -> "TuneOptions":
+        """A copy with ``changes`` coerced and validated like the rest."""
+        raw = {f.name: getattr(self, f.name) for f in fields(self)}
+        return TuneOptions.parse({**raw, **changes})
+
+    @property
+    def pipeline_name(self) -> str:
+        """The pipeline as text: its reference, or ``module:qualname`` of a callable."""
+        p = self.pipeline
+        if isinstance(p, str):
+            return p
+        name = getattr(p, "name", None)
+        if isinstance(name, str):
+            return name
+        return f"{getattr(p, '__module__', '?')}:{getattr(p, '__qualname__', repr(p))}"
+
+    def to_dict(self) -> dict:
+        """The options as JSON (the pipeline as its name; no client, no progress callback)."""
+        out = {}
+        for f in fields(self):
+            if f.metadata["kind"] in ("object", "progress"):
+                continue
+            value = getattr(self, f.name)
+            if f.name == "pipeline":
+                value = self.pipeline_name
+            elif f.name == "cache" and value is not None and not isinstance(value, str):
+                value = getattr(value, "uri", repr(value))
+            out[f.name] = value
+        return out
+
+    def budgets(self) -> tuple[float, int]:
+        """(cpu_budget, ram_budget) for this machine: the defaults filled in, and a budget
+        that this machine cannot give refused with the fix."""
+        from .resources import current_rss, default_ram_budget, machine_ram, usable_cpus
+
+        usable = usable_cpus()
+        cpu = usable if self.cpu_budget is None else float(self.cpu_budget)
+        if cpu > usable + 1e-9:
+            raise OptionsError(f"cpu_budget={cpu:g} is more than the {usable:g} cores this "
+                               f"process may use (CPU affinity / cgroup quota); pass at most "
+                               f"{usable:g} or leave it None")
+        if self.ram_budget is None:
+            return cpu, default_ram_budget()
+        ram, rss, total = int(self.ram_budget), current_rss(), machine_ram()
+        if ram <= rss:
+            raise OptionsError(f"ram_budget={ram / 2**20:,.0f} MiB is below what this process "
+                               f"already holds ({rss / 2**20:,.0f} MiB RSS), so no config could "
+                               f"fit; give more (e.g. ram_budget=\"{(rss + 2**30) / 2**30:.0f}GiB\")"
+                               " or leave it None")
+        if ram > total:
+            raise OptionsError(f"ram_budget={ram / 2**30:.1f} GiB is more than this machine's "
+                               f"{total / 2**30:.1f} GiB (physical RAM / cgroup limit), so the "
+                               f"memory guard could not stop a config before the machine runs "
+                               f"out; pass at most \"{total / 2**30:.1f}GiB\" or leave it None")
+        return cpu, ram
+
+    def _check_source(self, where: str, *, missing_ok: bool, deferred) -> None:
+        """What the factory's module source proves wrong, read without importing it."""
+        from .reference import check_reference
+
+        kwargs = self.pipeline_kwargs
+        if deferred is not None and (deferred(kwargs) or any(deferred(v) for v in kwargs.values())):
+            kwargs = None
+        try:
+            check_reference(self.pipeline, kwargs, what=f"{where} pipeline", missing_ok=missing_ok)
+        except PipelineError as exc:
+            raise PipelineError(str(exc)) from None
+
+
+def _field(name: str):
+    for f in fields(TuneOptions):
+        if f.name == name:
+            return f
+    raise KeyError(name)
+
+
+def coerce(name: str, value: Any, *, where: str = "tune()") -> Any:
+    """Argument ``name``'s ``value`` coerced to its type, or OptionsError naming the fix."""
+    f = _field(name)
+    kind = f.metadata["kind"]
+    text = value.strip() if isinstance(value, str) else None
+    if text is not None and text.lower() in _BLANK and kind != "pipeline":
+        value = text = None    # what Jinja renders for None, and an empty --with value
+    if value is None:          # the argument's default
+        return {} if kind == "kwargs" else f.default
+    return _COERCE[kind](name, value, text, where, f.metadata)
+
+
+def _at(where: str) -> str:
+    """The message prefix naming the surface ("" where the caller already names it)."""
+    return f"{where}: " if where else ""
+
+
+def _problem(where, name, value, must: str, fix: str) -> OptionsError:
+    return OptionsError(f"{_at(where)}{name} must be {must}, got {value!r}; {fix}")
+
+
+def _positive(name, value, text, where, meta, unit="seconds"):
+    if text is not None:
+        try:
+            value = float(text)
+        except ValueError:
+            pass
+    example = meta.get("example", 60)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value <= 0:
+        raise _problem(where, name, value, f"a positive number of {unit}",
+                       f"e.g. {name}={example}")
+    return float(value)
+
+
+def _cores(name, value, text, where, meta):
+    return _positive(name, value, text, where, meta, unit="cores")
+
+
+def _bytes(name, value, text, where, meta):
+    from .resources import parse_bytes
+
+    if text is not None and text.isdigit():
+        value = int(text)
+    try:
+        return parse_bytes(value)
+    except ValueError as exc:
+        raise _problem(where, name, value, 'a positive size in bytes or such as "4GiB"',
+                       f"({exc})") from None
+
+
+def _bool(name, value, text, where, meta):
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if text is not None and text.lower() in _TRUE | _FALSE:
+        return text.lower() in _TRUE
+    raise _problem(where, name, value, "True or False", f"e.g. {name}=True")
+
+
+def _method(name, value, text, where, meta):
+    from .search import METHODS
+
+    if text not in METHODS:
+        raise _problem(where, name, value, f"one of {', '.join(METHODS)}",
+                       "intune is the RL agent, the others are baselines")
+    return text
+
+
+def _cache(name, value, text, where, meta):
+    from .cache import Cache, get_cache
+
+    if isinstance(value, Cache):
+        return value
+    if text is None:
+        raise _problem(where, name, value, "a URI or a Cache",
+                       "use s3://bucket/prefix, /path/to/dir or memory://name")
+    try:
+        get_cache(text)   # parses the URI; contacts nothing
+    except CacheError as exc:
+        raise OptionsError(f"{_at(where)}cache: {exc}") from None
+    return text
+
+
+def _kwargs(name, value, text, where, meta):
+    if text is not None:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            raise _problem(where, name, value, "a dict (JSON on the command line)",
+                           "e.g. '{\"batch_size\": 1024}'") from None
+    if not isinstance(value, Mapping):
+        raise _problem(where, name, value, "a dict of keyword arguments for the factory",
+                       "e.g. {\"batch_size\": 1024}")
+    bad = [k for k in value if not isinstance(k, str) or not k.isidentifier()]
+    if bad:
+        raise _problem(where, name, value, "a dict keyed by argument names",
+                       f"these keys are not names: {bad}")
+    return dict(value)
+
+
+def _pipeline(name, value, text, where, meta):
+    if text is None:
+        if callable(value) or hasattr(value, "describe"):   # a factory or a Pipeline
+            return value
+        raise _problem(where, name, value, f"a factory or {_FORM}",
+                       "pass a function f(knobs, **kwargs) or its reference")
+    if not _REF.match(text):
+        if not text or text.lower() in _BLANK:
+            raise OptionsError(f"{_at(where)}needs pipeline={_FORM}: the dataset factory to tune")
+        raise PipelineError(f"{_at(where)}pipeline reference {value!r} is malformed; write it as "
+                            f"{_FORM}")
+    return text
+
+
+def _seed(name, value, text, where, meta):
+    if text is not None and re.fullmatch(r"-?\d+", text):
+        value = int(text)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _problem(where, name, value, "an integer or None", "e.g. seed=0")
+    return value
+
+
+def _progress(name, value, text, where, meta):
+    if isinstance(value, bool) or callable(value):
+        return value
+    raise _problem(where, name, value, "None, False or a callable taking an event dict",
+                   "None shows a live line on a terminal and log lines elsewhere")
+
+
+def _anything(name, value, text, where, meta):
+    return value
+
+
+_COERCE = {"seconds": _positive, "cores": _cores, "bytes": _bytes, "bool": _bool,
+           "method": _method, "cache": _cache, "kwargs": _kwargs, "pipeline": _pipeline,
+           "seed": _seed, "progress": _progress, "object": _anything}
+
+
+__all__ = ["SURFACES", "TuneOptions", "coerce"]

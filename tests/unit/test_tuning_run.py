@@ -1,0 +1,155 @@
+"""The warm-start decision table of tune(), every row, on the simulator: no TensorFlow.
+
+Each test runs :class:`TuningRun` on a :class:`SimTarget` (simulated pipeline and clock)
+with a real in-process cache, and checks the ``source`` the README's table promises.
+"""
+
+import pytest
+
+from intune_flow.cache import CacheUnavailable, MemoryCache
+from intune_flow.cache.records import read
+from intune_flow.errors import TuningError
+from intune_flow.options import TuneOptions
+from intune_flow.sim.generate import sample_pipeline
+from intune_flow.sim.target import SimTarget
+from intune_flow.tune import TuningPolicy, TuningRun
+
+CORES = 8
+RAM = 8 << 30
+
+
+def _run(target, cache, *, cores=CORES, policy=TuningPolicy(), **options):
+    opts = TuneOptions.parse({"pipeline": target.name, "budget_s": 40, "method": "intune",
+                              "progress": False, "seed": 0, **options})
+    run = TuningRun(opts, target, cpu_budget=cores, ram_budget=RAM,
+                    cache=cache,
+                    make_env=target.make_env, policy=policy)
+    return run.execute()
+
+
+@pytest.fixture
+def target():
+    return SimTarget(sample_pipeline("test", 3, cores=CORES))
+
+
+@pytest.fixture
+def cache():
+    return MemoryCache()
+
+
+def test_a_miss_tunes_and_writes_a_record(target, cache):
+    r = _run(target, cache)
+    assert r.source == "tuned" and r.throughput >= r.start_throughput > 0
+    stored = read(cache, r.cache_key).record
+    assert stored is not None and stored.config == r.config
+    assert stored.history["machine_capacity"] == 1.0
+
+
+def test_a_hit_is_verified_and_used_without_a_search(target, cache):
+    cold = _run(target, cache)
+    warm = _run(target, cache)
+    assert warm.source == "cache" and warm.config == cold.config
+    assert 1 <= len(warm.history) <= 3 and warm.seconds_saved > 0
+
+
+def test_a_slower_pipeline_is_refined_and_its_record_replaced(target, cache):
+    cold = _run(target, cache)
+    slowed = _run(target.slowed(4.0), cache)
+    assert slowed.source == "refined" and "expected" in slowed.reason
+    assert len([m for m in slowed.history]) > 3   # the looks, then a search
+    stored = read(cache, cold.cache_key).record
+    assert stored.throughput < cold.throughput    # the stale figure was replaced
+
+
+def test_a_busy_machine_is_not_taken_for_drift(target, cache):
+    _run(target, cache)
+    busy = SimTarget(target.sim, speed=0.5)
+    r = _run(busy, cache)
+    assert r.source == "cache", r.reason
+    assert "gives 50% of the CPU" in r.reason
+
+
+def test_a_slower_pipeline_on_a_busy_machine_is_still_drift(target, cache):
+    _run(target, cache)
+    both = target.slowed(6.0)
+    both.speed = 0.5
+    assert _run(both, cache).source == "refined"
+
+
+def test_without_load_scaling_a_busy_machine_refines(target, cache):
+    _run(target, cache)
+    r = _run(SimTarget(target.sim, speed=0.5), cache, policy=TuningPolicy(load_scaled=False))
+    assert r.source == "refined"
+
+
+def test_another_hardware_class_transfers(target, cache):
+    eight = _run(target, cache, cores=CORES)
+    four = _run(target, cache, cores=4)
+    assert four.source == "transferred" and four.cache_key != eight.cache_key
+    assert "started from the record for cpu8" in four.reason
+    assert read(cache, four.cache_key).record is not None
+
+
+def test_a_damaged_record_is_quarantined_and_retuned(target, cache):
+    cold = _run(target, cache)
+    cache.put(cold.cache_key, b"{not a record")
+    r = _run(target, cache)
+    assert r.source == "tuned" and "damaged" in r.reason
+    assert any("quarantine" in k for k in cache.list(""))
+
+
+def test_an_invalid_cached_config_is_quarantined_and_retuned(target, cache):
+    cold = _run(target, cache)
+    found = read(cache, cold.cache_key)
+    record = found.record
+    knob = target.sim.space.names[0]
+    record.config = {**record.config, knob: target.sim.space[knob].max + 1}   # out of bounds
+    cache.put(cold.cache_key, record.encode(), if_version=found.version)
+    r = _run(target, cache)
+    assert r.source == "tuned" and "cached config was invalid" in r.reason
+
+
+class _Down(MemoryCache):
+    """A cache whose backend is unreachable."""
+
+    def get(self, key):
+        raise CacheUnavailable("connection refused (test)")
+
+    put = list = get
+
+
+def test_an_outage_moves_to_the_local_fallback_cache(target):
+    r = _run(target, _Down("down"))
+    assert r.source == "tuned" and r.cache_uri != "memory://down"
+    assert any("unavailable" in w for w in r.warnings)
+
+
+def test_strict_turns_an_outage_into_a_tuning_error(target):
+    with pytest.raises(TuningError, match="cache unavailable"):
+        _run(target, _Down("down-strict"), strict=True)
+
+
+def test_a_budget_the_start_spends_caches_nothing(target, cache):
+    r = _run(target, cache, budget_s=1.0, window_s=2.0)
+    assert r.source == "tuned" and r.config == r.start_config
+    assert any("held no step" in w for w in r.warnings)
+    assert cache.records("") == []
+
+
+def test_every_probe_failing_falls_back_to_the_cached_config(target, cache):
+    cold = _run(target, cache)
+    broken = SimTarget(target.sim, fail=True)
+    r = _run(broken, cache)
+    assert r.source == "fallback" and r.config == cold.config
+    assert "using the cached config" in r.reason
+
+
+def test_every_probe_failing_on_a_miss_falls_back_to_the_defaults(target, cache):
+    r = _run(SimTarget(target.sim, fail=True), cache)
+    assert r.source == "fallback" and r.config == target.sim.space.defaults()
+    assert "every probe failed" in r.reason and cache.records("") == []
+
+
+def test_strict_raises_instead_of_falling_back(target, cache):
+    with pytest.raises(TuningError, match="every probe failed"):
+        _run(SimTarget(target.sim, fail=True), cache, strict=True)
