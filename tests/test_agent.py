@@ -177,7 +177,7 @@ def test_shipped_default_policy_loads():
 
 
 def test_rebalance_shrinks_idle_stages_and_grows_saturated_ones():
-    from intune_flow.agent.walk import rebalanced
+    from intune_flow.agent.moves import rebalanced
     space = KnobSpace((Knob("read", "parallelism", 1, 256, 1), Knob("map", "parallelism", 1, 256, 1),
                        Knob("prefetch", "buffer", 1, 64, 1), Knob("pool", "threads", 1, 1024, 1)))
     cfg = {"read": 16, "map": 16, "prefetch": 2, "pool": 16}
@@ -214,7 +214,7 @@ def test_rebalance_never_shrinks_the_pool_below_a_growing_stage():
     # The latency-bound read of a real probe: read saturated on blocking calls, the pool
     # of 8 a third busy. Before, the pool shrank to 6 while read grew to 12, so the next
     # probe's read waited for pool threads and the start crawled.
-    from intune_flow.agent.walk import rebalanced
+    from intune_flow.agent.moves import rebalanced
     space = read_map_pool()
     m = Measurement(config={"read": 3, "map": 1, "pool": 8}, throughput=1.0, cpu_util=0.23,
                     stage_signals={"read": 0.98, "map": 0.12, "pool": 0.39})
@@ -228,7 +228,7 @@ def test_rebalance_sizes_every_stage_for_the_throughput_the_growth_should_bring(
     # All knobs at one on a latency-bound read: read saturated, the CPU 10% busy, so read
     # grows 9x and throughput should follow. Map, 10% busy today, would be 90% busy at
     # that throughput: it grows with read instead of becoming the next probe's bottleneck.
-    from intune_flow.agent.walk import rebalanced
+    from intune_flow.agent.moves import rebalanced
     space = read_map_pool()
     m = Measurement(config={"read": 1, "map": 1, "pool": 2}, throughput=1.0, cpu_util=0.1,
                     stage_signals={"read": 0.98, "map": 0.1, "pool": 0.5})
@@ -237,3 +237,17 @@ def test_rebalance_sizes_every_stage_for_the_throughput_the_growth_should_bring(
     flat = Measurement(config=m.config, throughput=1.0, cpu_util=0.1,
                        stage_signals={"read": 0.5, "map": 0.1, "pool": 0.5})
     assert rebalanced(space, flat) is None
+
+
+def test_walk_restart_keeps_or_forgets_what_it_visited():
+    env = SimEnv(sample_pipeline("test", 2, cores=8), seed=2)
+    start = env.measure(env.space.ones())
+    walk = Walk(env.space, start, cpu_budget=8, ram_budget=env.ram_budget)
+    walk.step(0, env.measure)
+    walk.observe()
+    again = env.measure(env.space.ones())
+    walk.restart(again)
+    assert walk.best is walk.current is again and walk.since_improvement == 0
+    assert not walk.tried and len(walk.visited) == 2       # the moves may be tried again
+    walk.restart(again, cpu_budget=4, forget=True)          # a new machine: nothing holds
+    assert walk.cpu_budget == 4 and list(walk.visited.values()) == [again]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from intune_flow.agent.walk import SCALE_FACTOR, scaled
+from intune_flow.agent.moves import SCALE_FACTOR, scaled
 from intune_flow.knobs import AUTOTUNE, Knob, KnobSpace
 from intune_flow.search import run_search
 from intune_flow.sim import SimEnv, oracle, sample_pipeline
@@ -53,6 +53,11 @@ def test_the_last_measurements_confirm_the_best_candidates():
     keys = [tuple(sorted(m.config.items())) for m in out.history]
     # The walk stopped early enough to measure some earlier configs a second time.
     assert len(set(keys[-3:]) & set(keys[:-3])) >= 2
+    # The winner by mean is returned as one of its real windows; the mean is a note.
+    assert any(m is out.best for m in out.history)
+    looks = [m for m in out.history if m.config == out.best.config]
+    assert out.extra["best_looks"] == len(looks) >= 2
+    assert out.extra["best_mean"] == pytest.approx(sum(m.throughput for m in looks) / len(looks))
 
 
 class NativeAutotuneEnv:
@@ -92,6 +97,7 @@ def test_simulator_env_has_no_native_autotune():
 def test_the_walk_raises_the_most_saturated_stage_before_asking_the_policy():
     import numpy as np
 
+    from intune_flow.agent.moves import bottleneck_action
     from intune_flow.agent.walk import Walk
     from intune_flow.measurement import Measurement
 
@@ -100,11 +106,11 @@ def test_the_walk_raises_the_most_saturated_stage_before_asking_the_policy():
                         stage_signals={"read": 0.95, "map": 0.3, "prefetch": 1.0, "pool": 0.99})
     walk = Walk(SPACE, start, cpu_budget=8, ram_budget=1 << 40)
     mask = np.ones(2 * len(SPACE) + 1, dtype=bool)
-    assert walk.decode(walk.bottleneck_action(mask)) == ("pool", 1)   # buffers never count
-    mask[2 * SPACE.names.index("pool")] = False                         # pool-up already tried
-    assert walk.decode(walk.bottleneck_action(mask)) == ("read", 1)
+    assert walk.decode(bottleneck_action(SPACE, start, mask)) == ("pool", 1)  # buffers never count
+    mask[2 * SPACE.names.index("pool")] = False                             # pool-up already tried
+    assert walk.decode(bottleneck_action(SPACE, start, mask)) == ("read", 1)
     calm = Measurement(config=cfg, throughput=1.0, stage_signals={"read": 0.5, "map": 0.3})
-    assert Walk(SPACE, calm, cpu_budget=8, ram_budget=1 << 40).bottleneck_action(mask) is None
+    assert bottleneck_action(SPACE, calm, mask) is None
 
 
 def test_with_exact_signals_the_agent_nearly_reaches_the_oracle_in_the_simulator():

@@ -10,6 +10,7 @@ import torch
 
 from ..sim import SimEnv, oracle, sample_pipeline
 from .dqn import DQNAgent, DQNConfig, linear_schedule
+from .moves import recover, smart_start
 from .walk import Walk
 
 CORE_CHOICES = (2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
@@ -43,8 +44,8 @@ def run_episode(agent: DQNAgent, env: SimEnv, start: dict, *, explore: bool, eps
                 ram_budget=env.ram_budget, max_steps=max_steps)
     decisions = 0
     if not walk.current.ok:
-        walk.recover(env.measure, max_steps)
-    walk.smart_start(env.measure)
+        recover(walk, env.measure, max_steps)
+    smart_start(walk, env.measure)
     while walk.steps < max_steps and decisions < 3 * max_steps:
         walk.set_budget_left(1 - walk.steps / max_steps)
         obs, mask = walk.observe()

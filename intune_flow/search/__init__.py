@@ -21,7 +21,9 @@ def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.
     config and never worse than the start. A config that OOMs, errors or times
     out is abandoned and penalized. ``max_steps`` caps measurements after the
     start. ``continuous=True`` (intune) keeps tuning until the budget is spent
-    and re-allocates when ``env.cpu_budget`` changes.
+    and re-allocates when ``env.cpu_budget`` changes. ``extra`` holds the method's
+    notes (``autotune_rounds``; intune's ``final_cores``, ``rebased_at``, ``best_mean``,
+    ``best_looks``: see :class:`~intune_flow.search.tracker.Tracker`).
     """
     from ..errors import TuningError
     from ..progress import make_progress
@@ -48,9 +50,7 @@ def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.
             BASELINES[method](tr, env, rng)
     except BudgetSpent:
         pass
-    extra = {k: getattr(tr, k) for k in ("autotune_rounds", "rebased_at", "final_cores")
-             if hasattr(tr, k)}
-    return tr.outcome(policy_state=state, **extra)
+    return tr.outcome(policy_state=state)
 
 
 __all__ = ["METHODS", "SearchOutcome", "run_search"]

@@ -27,7 +27,7 @@ def autotune(tr: Tracker, env, rng) -> None:
     from ..sim import SimEnv, autotune_hillclimb
     if isinstance(env, SimEnv):
         cfg, rounds = autotune_hillclimb(env)
-        tr.autotune_rounds = rounds
+        tr.note("autotune_rounds", rounds)
         fixed_configs(tr, [cfg])
     else:
         fixed_configs(tr, [env.space.autotune()])
@@ -64,7 +64,7 @@ def hillclimb(tr: Tracker, env, rng) -> None:
                 best, improved = m, True
                 break
         if not improved:
-            tr.stopped = "converged"
+            tr.stop("converged")
             return
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..agent.walk import Walk
-from ..knobs import THREAD_KINDS
+from ..agent.moves import bottleneck_action, recover, rescaled, smart_start
+from ..agent.walk import Walk, config_key
 from .tracker import BudgetSpent, Tracker
 
 # When to stop: in the simulator, gains still come 10-20 measurements after the last one
@@ -13,16 +13,6 @@ CONFIRM = 3             # best candidates re-measured once at the end (noisy win
 STOP_AFTER = 20         # the agent's stop action counts only after this many without improvement
 FINETUNE = dict(lr=1e-4, batch_size=16, buffer_size=4096, eps_start=0.0, eps_end=0.0)
 """DQN settings for online fine-tuning: gentle, small batches, no exploration."""
-
-
-def _rescaled(env, config: dict, ratio: float) -> dict:
-    """Parallelism and pool scaled by the change in cores, snapped to each knob's grid."""
-    out = dict(config)
-    for k in env.space:
-        if k.kind in THREAD_KINDS:
-            want = config[k.name] * ratio
-            out[k.name] = min(k.grid(), key=lambda g: abs(g - want))
-    return out
 
 
 def load_policy(policy_state=None) -> dict:
@@ -38,7 +28,11 @@ def load_policy(policy_state=None) -> dict:
 
 def intune(tr: Tracker, env, rng, *, policy_state=None, seed=None, continuous=False,
            learn=True) -> dict:
-    """Run the agent's walk within the tracker's budget; returns the (fine-tuned) policy weights."""
+    """Run the agent's walk within the tracker's budget; returns the (fine-tuned) policy weights.
+
+    Notes ``final_cores``; ``rebased_at`` after the machine changed; ``best_mean`` and
+    ``best_looks`` when the end-of-search re-measure chose the best (:func:`_confirm`).
+    """
     import torch
     threads = torch.get_num_threads()
     torch.set_num_threads(1)    # a 20k-parameter net: one thread is fastest; restored below
@@ -57,45 +51,64 @@ def _intune(tr: Tracker, env, *, policy_state, seed, continuous, learn) -> dict:
                 plateau=_plateau(tr.start), accept=_plateau(tr.start) / 2)
     cores = env.cpu_budget
     try:
-        if not walk.current.ok:
-            walk.recover(tr.measure, max_steps=10**9)
-        walk.smart_start(tr.measure)
-        _measure_native_autotune(tr, env)
+        _warm_up(tr, env, walk)
         while True:
             if env.cpu_budget != cores:
                 cores = _reallocate(tr, env, walk, cores)
-            walk.set_budget_left(tr.fraction_left())
-            obs, mask = walk.observe(allow_stop=walk.since_improvement >= STOP_AFTER)
+            obs, mask = _observe(tr, walk, allow_stop=walk.since_improvement >= STOP_AFTER)
             # Keep the last few measurements for a second look at the best candidates.
             ending = not continuous and tr.measurements_left() <= CONFIRM + 0.5
-            converged = not mask[:-1].any() or walk.since_improvement >= PATIENCE
-            if not converged and not ending:
-                a = walk.bottleneck_action(mask)
-                if a is None:
-                    a = agent.act(obs, mask)
-                if a == len(mask) - 1:
-                    converged = True
-            if converged or ending:
-                if not continuous:
-                    tr.stopped = "converged" if converged else "budget"
-                    _confirm(tr, walk)
-                    break
-                # Keep watching: re-measure the best config so a machine change is noticed.
-                m = tr.measure(walk.best.config)
-                walk.best = walk.current = m if m.ok else walk.best
-                walk.tried.clear()
-                walk.since_improvement = 0
-                continue
-            reward, _, m = walk.step(a, tr.measure)
+            action, end = _act(agent, walk, obs, mask, ending=ending)
+            if end is not None:
+                if continuous:
+                    _watch(tr, walk)
+                    continue
+                tr.stop(end)
+                _confirm(tr)
+                break
+            reward, _, m = walk.step(action, tr.measure)
             if learn and m is not None:
-                walk.set_budget_left(tr.fraction_left())
-                obs2, mask2 = walk.observe()
-                agent.remember(obs, a, reward, obs2, mask2, False)
+                agent.remember(obs, action, reward, *_observe(tr, walk), False)
                 agent.learn(1)
     except BudgetSpent:
         pass
-    tr.final_cores = cores
+    tr.note("final_cores", cores)
     return agent.state() if learn else policy_state
+
+
+def _warm_up(tr: Tracker, env, walk: Walk) -> None:
+    """Before the policy's moves: the memory guard, the smart start, the AUTOTUNE floor."""
+    if not walk.current.ok:
+        recover(walk, tr.measure, max_steps=10**9)
+    smart_start(walk, tr.measure)
+    _measure_native_autotune(tr, env)
+
+
+def _observe(tr: Tracker, walk: Walk, allow_stop: bool = True):
+    walk.set_budget_left(tr.fraction_left())
+    return walk.observe(allow_stop=allow_stop)
+
+
+def _act(agent, walk: Walk, obs, mask, *, ending: bool) -> tuple[int | None, str | None]:
+    """(action, None), or (None, why the walk ends): "converged" when no move is open, after
+    ``PATIENCE`` measurements without gain or when the policy stops; "budget" when ``ending``."""
+    if not mask[:-1].any() or walk.since_improvement >= PATIENCE:
+        return None, "converged"
+    if ending:
+        return None, "budget"
+    action = bottleneck_action(walk.space, walk.current, mask)
+    if action is None:
+        action = agent.act(obs, mask)
+    if action == len(mask) - 1:
+        return None, "converged"
+    return action, None
+
+
+def _watch(tr: Tracker, walk: Walk) -> None:
+    """Continuous mode once the walk ends: re-measure the best config (so a change of the
+    machine is noticed) and walk on from it, its moves open again."""
+    m = tr.measure(walk.best.config)
+    walk.restart(m if m.ok else walk.best)
 
 
 def _measure_native_autotune(tr: Tracker, env) -> None:
@@ -113,16 +126,15 @@ def _reallocate(tr: Tracker, env, walk: Walk, old_cores: float) -> float:
     new = env.cpu_budget
     tr.emit("rebase", None, cores=new, previous_cores=old_cores)
     kept = tr.measure(walk.best.config)
-    cand = _rescaled(env, walk.best.config, new / old_cores)
+    cand = rescaled(env.space, walk.best.config, new / old_cores)
     base = kept
     if cand != walk.best.config:
         scaled = tr.measure(cand)
         if scaled.ok and (not kept.ok or scaled.throughput > kept.throughput):
             base = scaled
-    walk.rebase(base, new)
     # Results from the old machine no longer describe this one.
-    tr.best = base if base.ok else tr.best
-    tr.rebased_at = len(tr.history)
+    walk.restart(base, cpu_budget=new, forget=True)
+    tr.rebase(base)
     return new
 
 
@@ -131,17 +143,18 @@ def _plateau(start) -> float:
     return float(min(0.08, max(0.02, start.spread / 2))) if start.ok else 0.02
 
 
-def _confirm(tr: Tracker, walk: Walk) -> None:
+def _confirm(tr: Tracker) -> None:
     """Re-measure the best few configs once and keep the one with the best mean.
 
     A single noisy window can crown a config that is not the best; with budget
     left after convergence, a second look at the top candidates fixes most of it.
+    The chosen config's best window becomes ``tr.best`` (the start's own measurement
+    when the start wins) and its mean over all its looks is noted as ``best_mean``
+    (over ``best_looks`` windows). Nothing changes when the winner's mean is below
+    the start's throughput.
     """
-    from ..measurement import Measurement
-    from ..agent.walk import config_key
-    since = getattr(tr, "rebased_at", 0)
     seen: dict[tuple, list] = {}
-    for m in tr.history[since:]:
+    for m in tr.history[tr.rebased_at:]:
         if m.ok:
             seen.setdefault(config_key(m.config), []).append(m)
     top = sorted(seen.values(), key=lambda ms: -max(x.throughput for x in ms))[:CONFIRM]
@@ -154,16 +167,15 @@ def _confirm(tr: Tracker, walk: Walk) -> None:
                 ms.append(again)
     except BudgetSpent:
         pass
-    means = [(sum(x.throughput for x in ms) / len(ms), ms) for ms in top]
-    mean, ms = max(means, key=lambda t: t[0])
-    start_key = config_key(tr.start.config) if tr.start is not None else None
-    if config_key(ms[0].config) == start_key:
-        tr.best = tr.start
+    mean, ms = max(((sum(x.throughput for x in ms) / len(ms), ms) for ms in top),
+                   key=lambda t: t[0])
+    start = tr.start
+    if config_key(ms[0].config) == config_key(start.config):
+        best = start
+    elif start.ok and mean < start.throughput:
         return
-    if tr.start is not None and tr.start.ok and mean < tr.start.throughput:
-        return
-    last = ms[-1]
-    tr.best = Measurement(**{**last.to_dict(), "throughput": mean,
-                             "records_per_s": mean if last.records_per_s else 0.0,
-                             "elements_per_s": mean if last.elements_per_s else 0.0})
-
+    else:
+        best = max(ms, key=lambda x: x.throughput)
+    tr.set_best(best)
+    tr.note("best_mean", mean)
+    tr.note("best_looks", len(ms))

@@ -1,4 +1,4 @@
-"""Budget, history and best-so-far bookkeeping shared by every search method."""
+"""Budget, history and best-so-far bookkeeping shared by every search method (:class:`Tracker`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,11 @@ from ..measurement import STATUS_ERROR, Measurement
 
 @dataclass
 class SearchOutcome:
-    """What a search found: the best measured config, the start, every measurement."""
+    """What a search found: the best measured config, the start, every measurement.
+
+    ``best`` is one of ``history`` (its throughput one measured window); ``extra``
+    holds the method's notes (:meth:`Tracker.note`).
+    """
 
     best: Measurement
     start: Measurement
@@ -21,6 +25,9 @@ class SearchOutcome:
     stopped: str          # "budget" | "steps" | "converged" | "done" | "error"
     method: str = ""
     extra: dict = field(default_factory=dict)
+
+
+STOP_REASONS = ("budget", "steps", "converged", "done", "error")
 
 
 class BudgetSpent(Exception):
@@ -34,7 +41,27 @@ class Tracker:
     the steps are used up or when another one (at the mean cost so far) would
     pass ``budget_s``; the first step after the start runs whenever the start left
     any of the budget (so a budget may be passed by at most that one measurement).
+
+    What a method does with it (nothing else is set on it; ``__slots__`` holds to that):
+
+    * :meth:`measure` a config: every measurement lands in ``history`` and the best
+      one that ran (the highest throughput) is ``best``. A refused measurement raises
+      :class:`BudgetSpent`, sets the stop reason to ``"budget"`` or ``"steps"`` and
+      measures nothing. A method lets it propagate (``run_search`` catches it and
+      returns the outcome) or catches it to finish up; a method that must not ask
+      its algorithm for a config it cannot measure checks :meth:`can_measure` first.
+    * :meth:`stop` with a reason (one of ``STOP_REASONS``) when it ends on its own.
+      The last reason wins: a measurement refused later still says ``"budget"``.
+    * :meth:`note` a figure for ``SearchOutcome.extra`` (``autotune_rounds``,
+      ``rebased_at``, ``final_cores``, ``best_mean``, ``best_looks``).
+    * :meth:`set_best` to another of its measurements (a re-measure chose it), and
+      :meth:`rebase` when the machine changed and earlier results no longer count.
+
+    ``best`` and ``start`` are always measurements of this search, never made up.
     """
+
+    __slots__ = ("env", "method", "budget_s", "max_steps", "progress", "t0", "_history",
+                 "_start", "_best", "_steps", "_stopped", "_notes", "_rebased_at")
 
     def __init__(self, env, method: str, budget_s: float, max_steps: int | None, progress):
         self.env, self.method = env, method
@@ -42,27 +69,85 @@ class Tracker:
         self.max_steps = max_steps
         self.progress = progress
         self.t0 = env.clock()
-        self.history: list[Measurement] = []
-        self.start: Measurement | None = None
-        self.best: Measurement | None = None
-        self.steps = 0
-        self.stopped = "done"
+        self._history: list[Measurement] = []
+        self._start: Measurement | None = None
+        self._best: Measurement | None = None
+        self._steps = 0
+        self._stopped = "done"
+        self._notes: dict = {}
+        self._rebased_at = 0
+
+    @property
+    def history(self) -> tuple[Measurement, ...]:
+        """Every measurement so far, the start first."""
+        return tuple(self._history)
+
+    @property
+    def start(self) -> Measurement | None:
+        return self._start
+
+    @property
+    def best(self) -> Measurement | None:
+        """The best measurement that ran (since the last :meth:`rebase`, or as set by
+        :meth:`set_best`); the start, even if it failed, until another one runs."""
+        return self._best
+
+    @property
+    def steps(self) -> int:
+        return self._steps
+
+    @property
+    def stopped(self) -> str:
+        return self._stopped
+
+    @property
+    def rebased_at(self) -> int:
+        """Index in ``history`` of the first measurement on the current machine (0: no rebase)."""
+        return self._rebased_at
+
+    def stop(self, reason: str) -> None:
+        """Record why the method ended (``"converged"``, ``"budget"``, ...)."""
+        if reason not in STOP_REASONS:
+            raise ValueError(f"unknown stop reason {reason!r}; use one of {STOP_REASONS}")
+        self._stopped = reason
+
+    def note(self, key: str, value) -> None:
+        """Record ``value`` under ``key`` in the outcome's ``extra``."""
+        self._notes[key] = value
+
+    def set_best(self, m: Measurement) -> None:
+        """Make ``m``, one of this search's measurements, the best."""
+        self._check_measured(m)
+        self._best = m
+
+    def rebase(self, m: Measurement) -> None:
+        """The machine changed: ``m`` (measured on the new one) is the best when it ran,
+        and later comparisons (``best``, ``rebased_at``) count from after it was taken."""
+        self._check_measured(m)
+        if m.ok:
+            self._best = m
+        self._rebased_at = len(self._history)
+        self.note("rebased_at", self._rebased_at)
+
+    def _check_measured(self, m: Measurement) -> None:
+        if not any(m is h for h in self._history):
+            raise ValueError("not a measurement of this search: the best must be measured")
 
     def elapsed(self) -> float:
         return self.env.clock() - self.t0
 
     def mean_cost(self) -> float:
-        costs = [m.seconds for m in self.history if m.seconds > 0]
+        costs = [m.seconds for m in self._history if m.seconds > 0]
         return sum(costs) / len(costs) if costs else 0.0
 
     def can_measure(self) -> bool:
-        if self.max_steps is not None and self.steps >= self.max_steps:
-            self.stopped = "steps"
+        if self.max_steps is not None and self._steps >= self.max_steps:
+            self._stopped = "steps"
             return False
-        if self.steps == 0 and self.elapsed() < self.budget_s:
+        if self._steps == 0 and self.elapsed() < self.budget_s:
             return True   # a budget the start did not spend holds one step: a search, not a probe
         if self.elapsed() + self.mean_cost() > self.budget_s + 1e-9:
-            self.stopped = "budget"
+            self._stopped = "budget"
             return False
         return True
 
@@ -83,21 +168,22 @@ class Tracker:
         return max(0.0, min(parts))
 
     def measure(self, config: Mapping[str, int], *, start: bool = False) -> Measurement:
+        """Measure ``config`` (an env that raises gives an error measurement); raises
+        :class:`BudgetSpent` when refused. ``start=True`` is run_search's, once."""
         if not start and not self.can_measure():
             raise BudgetSpent()
         try:
             m = self.env.measure(dict(config))
         except Exception as exc:  # an env that raises: record, penalize, go on
             m = Measurement(config=dict(config), status=STATUS_ERROR, error=repr(exc))
-        self.history.append(m)
+        self._history.append(m)
         if start:
-            self.start = m
+            self._start = m
         else:
-            self.steps += 1
-        if m.ok and (self.best is None or not self.best.ok or m.throughput > self.best.throughput):
-            self.best = m
-        elif self.best is None:
-            self.best = m
+            self._steps += 1
+        best = self._best
+        if best is None or (m.ok and (not best.ok or m.throughput > best.throughput)):
+            self._best = m
         self.emit("measure", m)
         return m
 
@@ -109,8 +195,9 @@ class Tracker:
               "throughput": m.throughput if m else best, "status": m.status if m else "ok", **kw}
         self.progress(ev)
 
-    def outcome(self, policy_state=None, **extra) -> SearchOutcome:
+    def outcome(self, policy_state=None) -> SearchOutcome:
+        """The search's result; its ``extra`` holds the notes."""
         self.emit("done", self.best, stopped=self.stopped)
-        return SearchOutcome(best=self.best, start=self.start, history=list(self.history),
+        return SearchOutcome(best=self.best, start=self.start, history=list(self._history),
                              policy_state=policy_state, steps=self.steps, seconds=self.elapsed(),
-                             stopped=self.stopped, method=self.method, extra=extra)
+                             stopped=self.stopped, method=self.method, extra=dict(self._notes))

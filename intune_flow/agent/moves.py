@@ -1,0 +1,237 @@
+"""Allocation heuristics around the policy's single-knob moves, kept apart from the MDP (walk.py).
+
+They read per-stage signals and CPU utilization and propose what the signals make
+obvious, so the policy spends its measurements on what they do not:
+
+* :func:`bottleneck_action`: raise the most saturated stage before asking the policy;
+* :func:`smart_start`: whole-allocation jumps, by signals (:func:`rebalanced`) or, without
+  them, by scaling every stage together (:func:`scaled`);
+* :func:`recover`: the memory guard for a start that does not run;
+* :func:`rescaled`: a config carried to a machine with another core count.
+
+Functions that measure take the :class:`~intune_flow.agent.walk.Walk` and a
+``measure(config) -> Measurement`` and move the walk through :meth:`Walk.jump`
+and :meth:`Walk.restart` only.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..knobs import THREAD_KINDS, KnobSpace
+from ..measurement import Measurement
+
+REBALANCE_ROUNDS = 3
+HEADROOM = 1.5
+SATURATED = 0.9
+MAX_GROWTH = 16
+SCALE_FACTOR = 4
+SCALE_ROUNDS = 4
+
+
+def rebalanced(space: KnobSpace, m: Measurement) -> dict | None:
+    """A whole new allocation from per-stage utilization signals (None without any).
+
+    A stage whose calls are busy a share ``u`` of the time needs about ``p * u``
+    calls at today's throughput (Little's law). Saturated stages (and a saturated
+    pool) grow: at least double, up to the CPU's headroom (:func:`cpu_headroom`),
+    and the throughput is expected to follow them up to that headroom, so every
+    other stage is sized, with some slack, for the expected throughput: shrunk
+    when it is over-provisioned, grown before it becomes the next bottleneck.
+    Over-provisioned stages are what makes runnable threads outnumber the cores,
+    and single-knob moves undo that slowly: each one alone gains less than the
+    measurement noise.
+    """
+    sig = m.stage_signals or {}
+    par = [k for k in space if k.kind in THREAD_KINDS and k.name in sig]
+    if not par:
+        return None
+    headroom = cpu_headroom(m.cpu_util)
+    grow = max(2.0, headroom)
+    expected = headroom if any(sig[k.name] >= SATURATED for k in par) else 1.0
+    # A saturated pool holds back every stage it serves: their calls wait for a thread,
+    # so a stage's low busy share then says nothing about what it needs.
+    starved = any(k.kind == "threads" and sig[k.name] >= SATURATED for k in par)
+    cfg = dict(m.config)
+    for k in par:   # a knob without a signal keeps its value
+        v, u = m.config[k.name], float(sig[k.name])
+        if u >= SATURATED:
+            want = v * grow
+        elif starved and k.kind == "parallelism":
+            want = v
+        else:
+            want = v * u * HEADROOM * expected
+        cfg[k.name] = _snap_up(k, want)
+    if m.cpu_util < SATURATED:
+        # With cores to spare the pool must not starve the stages it serves: at least the
+        # calls they will keep busy (a stage that grows, all of its new parallelism).
+        busy = sum(cfg[k.name] if sig.get(k.name, 0.0) >= SATURATED
+                   else m.config[k.name] * float(sig.get(k.name, 1.0)) * expected
+                   for k in space if k.kind == "parallelism" and m.config[k.name] > 0)
+        for k in par:
+            if k.kind == "threads":
+                cfg[k.name] = max(cfg[k.name], _snap_up(k, busy))
+    return cfg if cfg != m.config else None
+
+
+def cpu_headroom(cpu_util: float) -> float:
+    """How many times more work the CPU can take before it saturates (1 to ``MAX_GROWTH``).
+
+    Busy calls on a mostly idle CPU wait (on I/O, a remote GET): throughput can follow
+    their number until the CPU saturates, so a read that needs 50 calls gets there in
+    two jumps instead of crawling by fours.
+    """
+    return min(MAX_GROWTH, max(1.0, SATURATED / max(cpu_util, 1e-3)))
+
+
+def _snap_up(knob, want: float) -> int:
+    """The smallest grid value of ``knob`` at or above ``want`` (its maximum if none is)."""
+    grid = knob.grid()
+    return next((g for g in grid if g >= want), grid[-1])
+
+
+def scaled(space: KnobSpace, config: dict, factor: float) -> dict | None:
+    """Every parallelism and thread-pool knob multiplied by ``factor``, snapped to its grid.
+
+    The signal-free counterpart of :func:`rebalanced`: when the probe cannot say
+    which stage waits, moving all of them together finds the right order of
+    magnitude (an I/O-latency-bound read wants 50 calls, not 2) in a few
+    measurements; the single-knob walk then trims what is not needed.
+    None when no knob moves.
+    """
+    cfg = dict(config)
+    for k in space:
+        if k.kind not in THREAD_KINDS:
+            continue
+        v = config[k.name]
+        want = v * factor
+        if factor > 1:
+            cfg[k.name] = max((g for g in k.grid() if g <= want), default=k.min)
+            cfg[k.name] = max(cfg[k.name], v)
+        else:
+            cfg[k.name] = min(_snap_up(k, want), v)
+    return cfg if cfg != config else None
+
+
+def rescaled(space: KnobSpace, config: dict, ratio: float) -> dict:
+    """Parallelism and pool scaled by the change in cores, snapped to each knob's nearest value."""
+    out = dict(config)
+    for k in space:
+        if k.kind in THREAD_KINDS:
+            want = config[k.name] * ratio
+            out[k.name] = min(k.grid(), key=lambda g: abs(g - want))
+    return out
+
+
+def bottleneck_action(space: KnobSpace, m: Measurement, mask) -> int | None:
+    """The up-move of ``m``'s most saturated stage (or pool) if ``mask`` leaves it open.
+
+    The one move per-stage signals make obvious, taken before asking the policy;
+    buffers have no signal and never count. Action indices are the walk's
+    (``2 * knob index`` raises a knob).
+    """
+    sig = m.stage_signals or {}
+    best = None
+    for i, k in enumerate(space):
+        u = sig.get(k.name)
+        if (k.kind in THREAD_KINDS and u is not None and u >= SATURATED
+                and mask[2 * i] and (best is None or u > best[0])):
+            best = (u, 2 * i)
+    return None if best is None else best[1]
+
+
+def explained(space: KnobSpace, m: Measurement) -> bool:
+    """Whether ``m``'s signals name what limits it: a saturated stage or pool, or the CPU."""
+    if m.cpu_util >= SATURATED:
+        return True
+    return any(m.stage_signals.get(k.name, 0.0) >= SATURATED
+               for k in space if k.kind in THREAD_KINDS)
+
+
+def smart_start(walk, measure) -> None:
+    """Whole-allocation jumps before the single-knob walk.
+
+    By per-stage signals first. If there are none, or they do not explain the
+    best config (no stage or pool saturated, yet the CPU not busy: a real
+    probe's signals can miss a bottleneck, e.g. the per-element hand-off in a
+    parallel interleave), by scaling every stage together, and then once more
+    by signals, to trim what the scaling over-provisioned.
+    """
+    if rebalance(walk, measure) and explained(walk.space, walk.best):
+        return
+    before = walk.best
+    scale_out(walk, measure)
+    if walk.best is not before:
+        rebalance(walk, measure, rounds=1)
+
+
+def rebalance(walk, measure, rounds: int = REBALANCE_ROUNDS) -> bool:
+    """Up to ``rounds`` signal-driven re-allocations of the best config, while they improve it.
+
+    Returns whether the probe had per-stage signals to act on.
+    """
+    if not walk.best.ok or not walk.best.stage_signals:
+        return False
+    for _ in range(rounds):
+        cfg = rebalanced(walk.space, walk.best)   # best stays ok: jump keeps only ok ones
+        if cfg is None:
+            break
+        before = walk.best
+        m = walk.jump(cfg, measure)
+        if m is None or walk.best is before:
+            break
+    return True
+
+
+def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_ROUNDS) -> None:
+    """Smart start without per-stage signals: scale every stage together while it pays.
+
+    Parallelism and pool sizes go up by ``factor`` per round; when a round does
+    not improve, one half-size step (``sqrt(factor)``) is tried from the best.
+    If the very first rounds fail (the start is already over-provisioned), the
+    stages are scaled down instead. Each jump is one measurement; an OOM is
+    abandoned like any other.
+    """
+    if not walk.best.ok:
+        return
+    half = math.sqrt(factor)
+    for i in range(rounds):
+        cfg = scaled(walk.space, walk.best.config, factor)
+        if cfg is None:
+            return
+        before = walk.best
+        walk.jump(cfg, measure)
+        if walk.best is not before:
+            continue
+        cfg = scaled(walk.space, walk.best.config, half)
+        if cfg is not None:
+            walk.jump(cfg, measure)
+        if i == 0 and walk.best is before:
+            cfg = scaled(walk.space, walk.best.config, 1 / half)
+            if cfg is not None:
+                walk.jump(cfg, measure)
+        return
+
+
+def halved(space: KnobSpace, config: dict) -> dict:
+    """Every knob at the grid value at or below half of it (at least its minimum)."""
+    return {k.name: max((g for g in k.grid() if g <= max(k.min, config[k.name] // 2)),
+                        default=k.min)
+            for k in space}
+
+
+def recover(walk, measure, max_steps: int) -> None:
+    """Memory guard for a start that fails (OOM): halve every knob until a config runs.
+
+    Halving parallelism, buffers and pool together shrinks every memory term of
+    the pipeline at once; the agent then climbs back from the first config that fits.
+    Stops after the walk's ``max_steps`` measurements or when nothing can shrink.
+    """
+    while not walk.current.ok and walk.steps < max_steps:
+        cfg = halved(walk.space, walk.current.config)
+        if cfg == walk.current.config:
+            return
+        # Halving only shrinks, so ``cfg`` was never visited and jump measures it.
+        m = walk.jump(cfg, measure)
+        if not m.ok:
+            walk.restart(m)   # the next halving starts from the failed config
