@@ -9,7 +9,8 @@ imported only when the piece that needs them is used.
 
 from importlib import import_module
 
-from .errors import CacheError, IntuneError, KnobError, PipelineError, TuningError
+from .errors import (CacheError, ConfigurationError, IntuneError, KnobError, OptionsError,
+                     PipelineError, TuningError)
 from .knobs import AUTOTUNE, Knob, Knobs, KnobSpace
 from .measurement import Measurement
 from .probe import probe
@@ -19,6 +20,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "TuneResult": ".result",
+    "TuneOptions": ".options",
     "Pipeline": ".pipeline",
     "get_cache": ".cache",
 }
@@ -30,5 +32,6 @@ def __getattr__(name):
     raise AttributeError(f"module 'intune_flow' has no attribute {name!r}")
 
 
-__all__ = ["AUTOTUNE", "CacheError", "IntuneError", "Knob", "KnobError", "KnobSpace", "Knobs",
-           "Measurement", "PipelineError", "TuningError", "__version__", "probe", "tune", *_LAZY]
+__all__ = ["AUTOTUNE", "CacheError", "ConfigurationError", "IntuneError", "Knob", "KnobError",
+           "KnobSpace", "Knobs", "Measurement", "OptionsError", "PipelineError", "TuningError",
+           "__version__", "probe", "tune", *_LAZY]

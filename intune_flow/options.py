@@ -78,17 +78,20 @@ class TuneOptions:
 
     # -- building ------------------------------------------------------------------------
     @classmethod
-    def parse(cls, raw: Mapping[str, Any], *, where: str = "tune()",
+    def parse(cls, raw: Mapping[str, Any], *, where: str | Callable[[str], str] = "tune()",
               surface: str = "tune", deferred: Callable[[Any], bool] | None = None,
               source: str | None = None) -> "TuneOptions":
         """Coerce and validate ``raw`` (argument name -> value) into TuneOptions.
 
-        ``where`` prefixes every message (``"@intune"``, ``"InTuneOperator"``). Names not on
+        ``where`` prefixes every message (``"@intune"``, ``"InTuneOperator"``; or a function
+        of the argument name, as the CLI names its flags). Names not on
         ``surface`` are refused. A value for which ``deferred(value)`` is true (a Jinja
         template, an XComArg) is kept unchecked: it is known only when the task runs.
         ``source`` reads a string pipeline's module source without importing it:
         ``"required"`` (the module must be found), ``"optional"`` (checked where found).
         """
+        at = where if callable(where) else (lambda name: where)
+        where = at("")
         known = cls.names(surface)
         unknown = sorted(set(raw) - set(known))
         if unknown:
@@ -100,7 +103,7 @@ class TuneOptions:
                 continue
             value = raw[f.name]
             values[f.name] = value if deferred is not None and deferred(value) else \
-                coerce(f.name, value, where=where)
+                coerce(f.name, value, where=at(f.name))
         options = cls(**values)
         if options.pipeline is None:
             raise OptionsError(f"{_at(where)}needs pipeline={_FORM}: the dataset factory to tune")
@@ -260,9 +263,9 @@ def _bytes(name, value, text, where, meta):
         value = int(text)
     try:
         return parse_bytes(value)
-    except ValueError as exc:
-        raise _problem(where, name, value, 'a positive size in bytes or such as "4GiB"',
-                       f"({exc})") from None
+    except ValueError:
+        raise OptionsError(f"{_at(where)}{name} is not a memory size: {value!r}; use a positive "
+                           "size such as 4GiB or 512MB, or a number of bytes") from None
 
 
 def _bool(name, value, text, where, meta):

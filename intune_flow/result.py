@@ -25,6 +25,9 @@ class TuneResult:
     - ``"fallback"``: tuning failed (``reason`` says why); the cached config or the
       factory defaults, so training can still run
 
+    ``autotune_throughput`` is what all knobs at tf.data's AUTOTUNE delivered in this run's
+    search (or, for a cache hit, in the search that wrote the record); None where AUTOTUNE
+    was not measured (torchdata, DataLoader, a fallback). ``vs_autotune`` is the ratio.
     ``tuning_seconds`` is the wall time of the tuning phase (knob discovery, fingerprint,
     cache lookup, probes/search, write-back; not the import of the pipeline's module).
     ``seconds_saved`` is, for a run that found a record, the recorded cold tuning
@@ -52,6 +55,7 @@ class TuneResult:
     warnings: list[str] = field(default_factory=list)
     pipeline_kwargs: dict = field(default_factory=dict)      # the factory arguments build() reuses
     pipeline_kwargs_not_kept: list[str] = field(default_factory=list)  # not JSON, or secret-like
+    autotune_throughput: float | None = None  # all knobs at tf.data AUTOTUNE, where measured
 
     @classmethod
     def fallback(cls, reason: str, *, config: dict | None = None, what: str = "the factory "
@@ -92,6 +96,13 @@ class TuneResult:
         return pipe.build(self.config, cpu_budget=self.cpu_budget or None)
 
     @property
+    def vs_autotune(self) -> float | None:
+        """Throughput over all-AUTOTUNE's (tf.data), None where AUTOTUNE was not measured."""
+        if not self.autotune_throughput or self.autotune_throughput <= 0:
+            return None
+        return self.throughput / self.autotune_throughput
+
+    @property
     def speedup(self) -> float:
         """Throughput over the start config's throughput (0 when unknown)."""
         return self.throughput / self.start_throughput if self.start_throughput > 0 else 0.0
@@ -118,7 +129,8 @@ class TuneResult:
     def summary(self) -> str:
         """One line for logs."""
         extra = f" ({self.reason})" if self.reason else ""
-        return (f"source={self.source} throughput={self.throughput:,.0f}/s "
+        versus = f" ({self.vs_autotune:.1f} times AUTOTUNE)" if self.vs_autotune else ""
+        return (f"source={self.source} throughput={self.throughput:,.0f}/s{versus} "
                 f"start={self.start_throughput:,.0f}/s tuning={self.tuning_seconds:.1f}s "
                 f"config={self.config}{extra}")
 

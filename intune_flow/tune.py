@@ -372,6 +372,8 @@ class TuningRun:
                        search_best_throughput=float(result.throughput))
         if intent.capacity:
             history["machine_capacity"] = float(intent.capacity)
+        if result.autotune_throughput:
+            history["autotune_throughput"] = float(result.autotune_throughput)
         recorded = result.throughput
         if intent.confirm is not None and intent.confirm.ok:
             recorded = min(recorded, intent.confirm.throughput)
@@ -404,7 +406,18 @@ class TuningRun:
             fields["history"] = history
         return TuneResult(config=dict(config), throughput=throughput,
                           start_config=dict(start_config), start_throughput=start_throughput,
-                          source=source, reason=reason or None, **fields)
+                          source=source, reason=reason or None,
+                          autotune_throughput=self._autotune(fields["history"]), **fields)
+
+    def _autotune(self, history: list[Measurement]) -> float | None:
+        """All-AUTOTUNE's throughput: measured in this run, else carried by the record."""
+        autotune = self.description.space.autotune()
+        seen = [m.throughput for m in history if m.ok and m.config == autotune]
+        if seen:
+            return max(seen)
+        if self.started_from is not None and self.started_from is self.record:
+            return _positive(self.started_from.history.get("autotune_throughput"))
+        return None
 
     def _finish(self, result: TuneResult, started: float) -> TuneResult:
         result.tuning_seconds = time.perf_counter() - started

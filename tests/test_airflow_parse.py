@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from intune_flow.errors import CacheError, IntuneError, PipelineError
+from intune_flow.errors import ConfigurationError, IntuneError, PipelineError
 from tests.test_airflow_support import REPO, TEST_DAGS, dags_folder, install_dag
 
 BAD_DAG = '''
@@ -47,16 +47,16 @@ def test_test_dags_import_without_errors():
 @pytest.mark.parametrize("args, message", [
     ('pipeline="examples.criteo:criteo_pipeline", budget_s=-5', "budget_s must be a positive"),
     ('pipeline="examples.criteo:criteo_pipeline", budget_s=0', "budget_s must be a positive"),
-    ('pipeline="examples.criteo.criteo_pipeline"', "is not a 'module:attribute' reference"),
+    ('pipeline="examples.criteo.criteo_pipeline"', "is malformed; write it as"),
     ('pipeline="examples.criteo:criteo_pipeline", cache="s3://"', "names no bucket"),
     ('pipeline="examples.criteo:criteo_pipeline", cache="gopher://x/y"', "is not supported"),
-    ('pipeline="examples.criteo:criteo_pipeline", method="psychic"', "unknown method 'psychic'"),
+    ('pipeline="examples.criteo:criteo_pipeline", method="psychic"', "method must be one of intune, ones"),
     ('pipeline="examples.criteo:criteo_pipeline", ram_budget="lots"', "not a memory size"),
     ('pipeline="examples.criteo:criteo_pipeline", cpu_budget=-1', "cpu_budget must be a positive"),
     ('pipeline="examples.criteo:criteo_pipeline", timeout_s=0',
-     "timeout_s must be a positive number, got 0; give e.g. timeout_s=30"),
+     "timeout_s must be a positive number of seconds, got 0; e.g. timeout_s=30"),
     ('pipeline="examples.criteo:criteo_pipeline", pipeline_kwargs=["f"]', "must be a dict"),
-    ('pipeline="examples.criteo:criteo_pipeline", strict="yes"', "strict must be True or False"),
+    ('pipeline="examples.criteo:criteo_pipeline", strict="maybe"', "strict must be True or False"),
     ('"examples.criteo:criteo_pipeline"', "positional"),
     ('pipeline="examples.criteo:criteo_pipline"',
      "module 'examples.criteo' defines no 'criteo_pipline'; did you mean ['criteo_pipeline']"),
@@ -80,8 +80,8 @@ def test_bad_arguments_are_import_errors_with_clear_messages(args, message, requ
 @pytest.mark.parametrize("kwargs, error", [
     ({"budget_s": -1}, IntuneError),
     ({"pipeline": "nocolon"}, PipelineError),
-    ({"pipeline": 42}, PipelineError),
-    ({"cache": "s3://"}, CacheError),
+    ({"pipeline": 42}, ConfigurationError),
+    ({"cache": "s3://"}, ConfigurationError),
     ({"aws_conn_id": ""}, IntuneError),
     ({"window_s": 0}, IntuneError),
     ({"timeout_s": 0}, IntuneError),
@@ -175,7 +175,7 @@ def hang():
 
 def _bounded_by_one_second(reason: str) -> None:
     # tune()'s own bound is 60 s: "1s" says the argument's value reached tune()
-    assert "did not return within 1s" in reason, reason
+    assert "did not return within 1 s" in reason, reason
 
 
 def test_operator_timeout_s_reaches_tune_and_bounds_a_hanging_factory(hang, tmp_path):
@@ -189,15 +189,16 @@ def test_operator_timeout_s_reaches_tune_and_bounds_a_hanging_factory(hang, tmp_
 
 
 def test_rendered_timeout_s_template_is_checked_and_forwarded(hang, tmp_path):
-    from intune_flow.airflow.arguments import ArgumentError
+    from intune_flow.errors import OptionsError
     from intune_flow.airflow.runner import run_tuning
 
-    result, _ = run_tuning(pipeline=hang, budget_s="2", timeout_s="1",  # as a template renders
-                           cache=str(tmp_path / "cache"))
+    rendered = {"pipeline": hang, "budget_s": "2", "timeout_s": "1",  # as a template renders
+                "cache": str(tmp_path / "cache"), "aws_conn_id": "None"}
+    result, _ = run_tuning(rendered, where="InTuneOperator")
     assert result.source == "fallback"
     _bounded_by_one_second(result.reason)
-    with pytest.raises(ArgumentError, match="timeout_s must be a positive number"):
-        run_tuning(pipeline=hang, budget_s=2, timeout_s="-1", cache=str(tmp_path / "cache"))
+    with pytest.raises(OptionsError, match="timeout_s must be a positive number"):
+        run_tuning({**rendered, "timeout_s": "-1"}, where="InTuneOperator")
 
 
 def test_intune_task_forwards_timeout_s(hang, tmp_path):
@@ -213,8 +214,9 @@ def test_intune_task_forwards_timeout_s(hang, tmp_path):
 
 
 def test_task_intune_passes_timeout_s_to_the_tuning_not_to_task():
-    from intune_flow.airflow.decorators import _TUNE_ARGS, task_intune
+    from intune_flow.airflow.arguments import NAMES
+    from intune_flow.airflow.decorators import task_intune
 
-    assert "timeout_s" in _TUNE_ARGS
+    assert "timeout_s" in NAMES
     with pytest.raises(IntuneError, match="timeout_s must be a positive number"):
         task_intune(pipeline="m:f", timeout_s=0)

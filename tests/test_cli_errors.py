@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
@@ -42,7 +41,7 @@ def _cli(*args):
     (["tune", TINY, "--ram-budget", "lots"], "memory size"),
     (["tune", TINY, "--timeout-s", "0"], "--timeout-s: timeout_s must be a positive number"),
     (["tune", TINY, "--timeout-s", "-3"], "--timeout-s: timeout_s must be a positive number"),
-    (["tune", TINY, "--timeout-s", "nan"], "e.g. --timeout-s 30"),
+    (["tune", TINY, "--timeout-s", "nan"], "got nan; e.g. timeout_s=30"),
     (["tune", TINY, "--timeout-s", "soon"], "got 'soon'"),
     (["probe", TINY, "--config", "nosuch=3"], "nosuch"),
     (["probe", TINY, "--config", "double=99"], "outside its bounds"),
@@ -63,12 +62,10 @@ def test_unknown_option_is_rejected_by_argparse():
 
 
 def test_timeout_s_bounds_a_hanging_factory_and_tune_falls_back(tmp_path):
-    started = time.monotonic()
     proc = _cli("tune", "tests.test_cli_errors:hanging_factory", "--timeout-s", "1",
                 "--budget-s", "2", "--cache", str(tmp_path / "cache"), "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout)
     assert result["source"] == "fallback"
-    # tune()'s own bound is 60 s: "1s" says --timeout-s reached tune()
-    assert "did not return within 1s" in result["reason"], result["reason"]
-    assert time.monotonic() - started < 60
+    # tune()'s own bound is 60 s: "1 s" says --timeout-s reached tune()
+    assert "did not return within 1 s" in result["reason"], result["reason"]

@@ -97,9 +97,9 @@ def card_summary(components: list[dict]) -> dict:
     ("intune:pipeline=tiny_pipelines.tiny_pipeline", "malformed"),
     ("intune:pipeline=tiny_pipelines:tiny_pipline", "defines no 'tiny_pipline'; did you mean"),
     ("intune:pipeline=tiny_pipelines:tiny_pipeline,cache=s3://", "names no bucket"),
-    ("intune:pipeline=tiny_pipelines:tiny_pipeline,budget_s=-5", "budget_s=-5 must be greater than zero"),
-    ("intune:pipeline=tiny_pipelines:tiny_pipeline,timeout_s=0", "timeout_s=0 must be greater than zero"),
-    ("intune:pipeline=tiny_pipelines:tiny_pipeline,method=magic", "method='magic' is not one of"),
+    ("intune:pipeline=tiny_pipelines:tiny_pipeline,budget_s=-5", "budget_s must be a positive number of seconds, got -5"),
+    ("intune:pipeline=tiny_pipelines:tiny_pipeline,timeout_s=0", "timeout_s must be a positive number of seconds, got 0"),
+    ("intune:pipeline=tiny_pipelines:tiny_pipeline,method=magic", "method must be one of intune, ones"),
     ("intune:pipeline=tiny_pipelines:tiny_pipeline,budgett=5", "does not support the attribute 'budgett'"),
 ])
 def test_bad_attributes_fail_at_flow_build(mf_env, spec, message):
@@ -155,6 +155,16 @@ def test_a_broken_pipeline_falls_back_and_strict_fails(mf_env, tmp_path):
     assert any("@intune failed before the step ran" in c.get("source", "") for c in components)
 
 
+def test_a_configuration_error_on_the_task_is_not_retried(mf_env, tmp_path):
+    # The flow builds (the factory is in the module's source); on the task the module does
+    # not import. @retry(times=2) would run it three times; Metaflow is told not to retry.
+    _, out = run_flow(HERE / "retry_flow.py", env=mf_env, tmp_path=tmp_path, ok=False)
+    assert "no_such_dependency_on_this_worker" in out
+    assert "(a configuration error: not retried)" in out
+    assert "This failed task will not be retried." in out
+    assert out.count("Task is starting") == 2, out[-4000:]       # start, one train attempt
+
+
 # -- the nightly flows and the README's main command ---------------------------------------
 @pytest.mark.slow
 def test_demo_runs_the_nightly_flow_twice_and_night_two_hits_the_cache(mf_env, tmp_path):
@@ -169,11 +179,17 @@ def test_demo_runs_the_nightly_flow_twice_and_night_two_hits_the_cache(mf_env, t
             if line.startswith(("tuning source", "tuning seconds", "seconds saved", "training steps/s",
                                 "input wait"))}
     assert rows["tuning source"][0] in ("tuned", "refined", "transferred"), out[-6000:]
-    assert rows["tuning source"][1] == "cache", out[-6000:]
-    assert float(rows["seconds saved by the cache"][1]) > 0
+    # Night 2 starts from night 1's record. Whether that record is still right is decided
+    # by measuring (tests/unit/test_tuning_run.py proves the decision on the simulator): a
+    # refine must say which measurement showed the drift.
+    assert rows["tuning source"][1] in ("cache", "refined"), out[-6000:]
+    if rows["tuning source"][1] == "refined":
+        assert "measured its config slower (verification probe measured" in proc.stdout
+    else:
+        assert "Night 2 reused night 1's config from the cache" in proc.stdout
+        assert float(rows["seconds saved by the cache"][1]) > 0
     assert all(float(v) > 0 for v in rows["training steps/s"])
     assert all(0 <= float(v.rstrip("%")) <= 100 for v in rows["input wait (share of step time)"])
-    assert "Night 2 reused night 1's config from the cache" in proc.stdout
     cards = sorted((tmp_path / "demo" / "cards").glob("*-intune.html"))
     assert len(cards) == 2
     assert (tmp_path / "demo" / "policy-cache").is_dir()  # the cache went where the demo said

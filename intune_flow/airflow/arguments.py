@@ -44,7 +44,7 @@ def parse(raw: Mapping[str, Any], *, where: str) -> tuple[TuneOptions, str | Non
 def _split(raw, where, deferred, source):
     raw = dict(raw)
     conn = raw.pop("aws_conn_id", None)
-    if isinstance(conn, str) and conn.strip() in ("", "None"):
+    if conn == "None":   # what Jinja renders for None
         conn = None
     if conn is not None and not (deferred and deferred(conn)):
         if not isinstance(conn, str) or not conn.strip():

@@ -144,9 +144,13 @@ def _demo(args) -> int:
     print("\n" + format_side_by_side(columns, extra=(("flow_seconds", "flow wall seconds", "{:.1f}"),
                                                      ("run", "Metaflow run", "{}"))))
     cold, warm = columns["night 1 (cold)"], columns["night 2 (warm)"]
+    took = (f"tuning took {warm.get('tuning_seconds') or 0:.1f} s instead of "
+            f"{cold.get('tuning_seconds') or 0:.1f} s")
     if warm.get("tuning_source") == "cache":
-        print(f"\nNight 2 reused night 1's config from the cache: tuning took "
-              f"{warm.get('tuning_seconds') or 0:.1f} s instead of {cold.get('tuning_seconds') or 0:.1f} s.")
+        print(f"\nNight 2 reused night 1's config from the cache: {took}.")
+    elif warm.get("tuning_source") == "refined":
+        print(f"\nNight 2 found night 1's record but measured its config slower "
+              f"({warm.get('tuning_reason')}), so it refined it from the cached policy: {took}.")
     for label, summary in columns.items():
         html = home / "cards" / f"{summary['run'].replace('/', '-')}-intune.html"
         if save_card(path, summary["run"], html, env):

@@ -32,6 +32,12 @@ def register(sub):
     p.set_defaults(func=_run)
 
 
+def _flag(name: str) -> str:
+    """How the command line spells argument ``name`` (the prefix of its error messages)."""
+    return {"": "", "pipeline": "PIPELINE", "pipeline_kwargs": "--arg"}.get(
+        name, "--" + name.replace("_", "-"))
+
+
 def _run(args) -> int:
     from ..tune import tune
     from .probe import _kwargs, format_config
@@ -40,7 +46,7 @@ def _run(args) -> int:
              if name not in _OWN_SYNTAX and getattr(args, name) is not None}
     options = TuneOptions.parse({"pipeline": args.pipeline, **given, "strict": args.strict,
                                  "pipeline_kwargs": _kwargs(args.arg)},
-                                where="", surface="cli")
+                                where=_flag, surface="cli")
     result = tune(options.pipeline, **{**options.tune_kwargs(),
                                        "progress": False if args.json else None})
     if args.json:
@@ -48,7 +54,9 @@ def _run(args) -> int:
         return 0
     print(f"source      {result.source}" + (f"  ({result.reason})" if result.reason else ""))
     print(f"config      {format_config(result.config)}")
-    print(f"throughput  {result.throughput:,.0f}/s (start {result.start_throughput:,.0f}/s)")
+    versus = f", {result.vs_autotune:.1f} times AUTOTUNE" if result.vs_autotune else ""
+    print(f"throughput  {result.throughput:,.0f}/s (start {result.start_throughput:,.0f}/s"
+          f"{versus})")
     print(f"tuning      {result.tuning_seconds:.1f}s"
           + (f" (saved {result.seconds_saved:.1f}s)" if result.seconds_saved else ""))
     print(f"cache       {result.cache_uri}  key {result.cache_key}")

@@ -27,6 +27,7 @@ def _fmt(value: Any, unit: str = "") -> str:
 def summary_rows(record: dict) -> list[list[str]]:
     """The key figures, one ``[name, value]`` row each."""
     start, chosen = record.get("start_throughput"), record.get("throughput")
+    autotune = record.get("autotune_throughput")
     speedup = f"{chosen / start:.2f}x" if start and chosen else "-"
     rows = [
         ["pipeline", _fmt(record.get("pipeline"))],
@@ -36,6 +37,8 @@ def summary_rows(record: dict) -> list[list[str]]:
         ["throughput (chosen)", _fmt(chosen, " /s")],
         ["throughput (start)", _fmt(start, " /s")],
         ["speedup over start", speedup],
+        ["vs AUTOTUNE", f"{chosen / autotune:.1f} times AUTOTUNE" if autotune and chosen
+                        else "not measured"],
         ["method", _fmt(record.get("method"))],
         ["cpu budget", _fmt(record.get("cpu_budget"))],
         ["ram budget", _fmt(_gib(record.get("ram_budget")))],

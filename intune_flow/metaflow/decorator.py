@@ -21,6 +21,7 @@ message; ``strict=True`` lets ``TuningError`` through.
 from __future__ import annotations
 
 import functools
+import sys
 
 from metaflow.decorators import StepDecorator, _base_step_decorator
 from metaflow.exception import MetaflowException
@@ -33,6 +34,7 @@ from .defaults import datastore_s3_client, default_cache, resource_budgets
 from .session import IntuneSession
 
 ARTIFACT = "intune_result"
+NOT_RETRIED = " (a configuration error: not retried)"
 
 
 class IntuneDecoratorException(MetaflowException):
@@ -118,6 +120,7 @@ class IntuneDecorator(StepDecorator):
         self._flow = flow
         self._in_body = False
         self._failure = None
+        self._final: Exception | None = None
         self.session = None
         try:
             self._pre_step(flow)
@@ -156,7 +159,10 @@ class IntuneDecorator(StepDecorator):
             deco._in_body = True  # current.card is ready from here on
             if deco._failure is not None:
                 failure, deco._failure = deco._failure, None
-                intune_card.add_note(f"@intune failed before the step ran: {failure}",
+                if _is_configuration_error(failure):
+                    deco._final = failure
+                intune_card.add_note(f"@intune failed before the step ran: {failure}"
+                                     + (NOT_RETRIED if deco._final is not None else ""),
                                      logger=_log)
                 raise failure
             if deco.session is not None and deco.session.tuned:
@@ -181,6 +187,21 @@ class IntuneDecorator(StepDecorator):
 
     def task_exception(self, exception, step_name, flow, graph, retry_count, max_user_code_retries):
         self.session = None
+
+    def task_finished(self, step_name, flow, graph, is_task_ok, retry_count,
+                      max_user_code_retries):
+        """After a configuration error, end the task with Metaflow's "do not retry" exit code
+        (its runtime then skips ``@retry``): a retry would only repeat the error. Runs once
+        the attempt's data and metadata are persisted, so the failure is recorded as usual."""
+        final, self._final = self._final, None
+        if final is None or is_task_ok:
+            return
+        from metaflow.exception import METAFLOW_EXIT_DISALLOW_RETRY
+
+        _log(f"{type(final).__name__}: {final}{NOT_RETRIED}")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.exit(METAFLOW_EXIT_DISALLOW_RETRY)
 
     def _budgets(self) -> tuple[float | None, int | None]:
         """The attribute, else ``@resources``, lowered to what this machine gives the step:
@@ -212,6 +233,12 @@ class IntuneDecorator(StepDecorator):
             raise IntuneDecoratorException(f"step {self.step_name!r}: {exc}") from exc
         _report(result)
         return result
+
+
+def _is_configuration_error(exc: BaseException) -> bool:
+    """What a retry cannot fix: this decorator raises IntuneDecoratorException only for
+    configuration errors (a strict tuning failure is a TuningError, and is retried)."""
+    return isinstance(exc, (ConfigurationError, IntuneDecoratorException))
 
 
 def _progress(event: dict) -> None:

@@ -11,6 +11,7 @@ SUMMARY_FIELDS = (
     ("tuning_seconds", "tuning seconds", "{:.1f}"),
     ("seconds_saved", "seconds saved by the cache", "{:.1f}"),
     ("pipeline_throughput", "pipeline records/s (tuned config)", "{:,.0f}"),
+    ("vs_autotune", "times AUTOTUNE", "{:.1f}x"),
     ("config", "config", "{}"),
 )
 
@@ -28,8 +29,14 @@ def summarize(intune_result: dict, train_stats: dict) -> dict:
         "tuning_seconds": intune_result.get("tuning_seconds"),
         "seconds_saved": intune_result.get("seconds_saved"),
         "pipeline_throughput": intune_result.get("throughput"),
+        "vs_autotune": _ratio(intune_result.get("throughput"),
+                              intune_result.get("autotune_throughput")),
         "config": intune_result.get("config"),
     }
+
+
+def _ratio(value, reference) -> float | None:
+    return value / reference if value and reference else None
 
 
 def _cell(fmt: str, value) -> str:

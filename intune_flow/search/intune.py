@@ -19,6 +19,7 @@ def load_policy(policy_state=None) -> dict:
     """The policy to start from (the shipped one when None), with torch imported: done before
     the search's clock starts, since importing torch takes seconds that measure nothing."""
     import torch  # noqa: F401
+    import torch._dynamo  # noqa: F401  (torch.optim.Adam() imports it: seconds, measuring nothing)
 
     if policy_state is None:
         from ..agent.policy_io import load_default_policy
