@@ -22,9 +22,10 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from .cache import Cache, CacheError, CacheUnavailable, LocalCache, MemoryCache, get_cache
-from .cache import default_cache_dir
+from .cache import Cache, CacheUnavailable, MemoryCache, get_cache
 from .cache.keys import CacheKey, make_key
+from .cache.outage import fallback_cache as _fallback_cache
+from .cache.outage import publish_fallback
 from .cache.records import (Lookup, Record, hardware_info, read, summarize_history,
                             transfer_candidates, write_best)
 from .errors import IntuneError, KnobError, TuningError, describe_error
@@ -149,19 +150,6 @@ def _shipped_shapes() -> dict[str, tuple] | None:
         return {k: tuple(v.shape) for k, v in load(data).items()}
     except Exception:  # noqa: BLE001 - no shipped policy yet: skip the shape check
         return None
-
-
-def _fallback_cache(primary: Cache) -> Cache:
-    """Where records go while ``primary`` is unavailable: the local default, else memory."""
-    try:
-        candidate = get_cache(None)
-    except CacheError:
-        candidate = None
-    if not isinstance(candidate, LocalCache):
-        candidate = LocalCache(default_cache_dir())
-    if isinstance(primary, LocalCache) and primary.root == candidate.root:
-        return MemoryCache()
-    return candidate
 
 
 @dataclass
@@ -293,6 +281,7 @@ def _tune(pipe, run: _Run, state: dict, base: dict, *, budget_s, window_s, timeo
     key = make_key(fingerprint, space, base["hardware_class"])
     state["key"] = str(key)
     shapes = _shipped_shapes()
+    run.call(publish_fallback, key, expected_shapes=shapes)   # records of an earlier outage
     found: Lookup = run.call(read, key, expected_shapes=shapes) or Lookup()
     notes = []
     if found.damage:
