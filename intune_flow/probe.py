@@ -15,11 +15,15 @@ over the whole probe (build included). Worker processes the pipeline starts (tor
 ``method="process"``) count too: their CPU time, and the memory they add after they start
 (:class:`~intune_flow.resources.WorkerProcesses`).
 
-It stops early with status ``"oom"`` when RSS passes ``ram_budget``, ``"timeout"`` when
-no element arrives for ``timeout_s`` (a hung factory or stage), ``"error"`` when building
-or iterating raises, and ``"empty"`` when the dataset yields nothing. A finite dataset that
-ends before the window does is read again from the start, epoch after epoch, as training
-reads it: the figure includes each epoch's start-up cost.
+It stops early with status ``"oom"`` when RSS passes ``ram_budget`` or, growing at the
+rate of its last ~0.1 s, would pass it before the sampler's next look (twice its recent
+longest gap between samples, at most 0.25 s: under CPU contention the sampler wakes late
+and looks further ahead); the worker thread also reads RSS at element boundaries (every
+2 ms at most), so a starved sampler does not leave a leak unchecked. It stops early with
+``"timeout"`` when no element arrives for ``timeout_s`` (a hung factory or stage),
+``"error"`` when building or iterating raises, and ``"empty"`` when the dataset yields
+nothing. A finite dataset that ends before the window does is read again from the start,
+epoch after epoch, as training reads it: the figure includes each epoch's start-up cost.
 A worker thread that hangs inside the framework cannot be interrupted from Python: it is
 abandoned (a daemon thread; it stops at its next element) and the caller gets the
 ``"timeout"`` measurement. After each probe the iterator and dataset are dropped and
@@ -44,14 +48,73 @@ from .resources import WorkerProcesses, current_rss, default_ram_budget, usable_
 
 SAMPLE_S = 0.025
 JOIN_S = 5.0  # how long to wait for the worker to let go of the pipeline after a stop
+ELEMENT_CHECK_S = 0.002
+"""The worker reads RSS at an element boundary when this long has passed since its last read."""
+GROWTH_SPAN_S = 0.1
+"""The RAM guard's growth rate is measured over the samples of about this many seconds."""
+LOOKAHEAD = 2.0
+LOOKAHEAD_MAX_S = 0.25
+"""The guard stops a config whose RSS, at its current growth rate, would pass the budget
+within LOOKAHEAD times the sampler's recent longest gap between samples (so a sampler
+that wakes late under CPU contention looks further ahead), at most LOOKAHEAD_MAX_S."""
+
+
+class _RamGuard:
+    """Whether a probe passed its RAM budget: fed by the sampler (every sample, with a
+    projection of the growth) and by the worker (a plain check at element boundaries, for
+    when the sampler thread is starved). ``tripped`` holds the first verdict."""
+
+    def __init__(self, budget: int):
+        self.budget = budget
+        self.extra = 0           # RSS of the pipeline's worker processes, as last sampled
+        self.peak = 0
+        self.tripped: str | None = None
+        self._samples: list[tuple[float, int]] = []
+
+    def _trip(self, rss: int, why: str) -> None:
+        self.peak = max(self.peak, rss)
+        if self.tripped is None:
+            self.tripped = why
+
+    def check(self) -> bool:
+        """The worker's check: this process's RSS (plus the workers') against the budget."""
+        rss = current_rss() + self.extra
+        self.peak = max(self.peak, rss)
+        if rss > self.budget:
+            self._trip(rss, f"RSS {rss / 2**20:.0f} MiB passed the RAM budget "
+                            f"{self.budget / 2**20:.0f} MiB")
+        return self.tripped is not None
+
+    def sample(self, now: float, rss: int) -> bool:
+        """The sampler's check: over the budget, or bound to pass it before a late next sample."""
+        self.peak = max(self.peak, rss)
+        samples = self._samples
+        samples.append((now, rss))
+        while len(samples) > 2 and samples[1][0] <= now - GROWTH_SPAN_S:
+            samples.pop(0)
+        if rss > self.budget:
+            self._trip(rss, f"RSS {rss / 2**20:.0f} MiB passed the RAM budget "
+                            f"{self.budget / 2**20:.0f} MiB")
+        elif len(samples) >= 2:
+            (t0, r0) = samples[0]
+            rate = (rss - r0) / max(now - t0, 1e-6)
+            gap = max(b[0] - a[0] for a, b in zip(samples, samples[1:]))
+            ahead = min(LOOKAHEAD * max(gap, SAMPLE_S), LOOKAHEAD_MAX_S)
+            if rate > 0 and rss + rate * ahead > self.budget:
+                self._trip(rss, f"RSS {rss / 2**20:.0f} MiB, growing {rate / 2**20:.0f} MiB/s, "
+                                f"would pass the RAM budget {self.budget / 2**20:.0f} MiB "
+                                f"within {ahead * 1000:.0f} ms")
+        return self.tripped is not None
 
 
 class _Worker(threading.Thread):
     """Builds and iterates the pipeline, counting elements and records, until told to stop."""
 
-    def __init__(self, pipeline, config, snapshot_after: float | None = None):
+    def __init__(self, pipeline, config, snapshot_after: float | None = None,
+                 guard: _RamGuard | None = None):
         super().__init__(name="intune-flow-probe", daemon=True)
         self.pipeline, self.config = pipeline, config
+        self.guard = guard
         # Per-stage timings are snapshotted this long after the first element and at the end.
         self.snapshot_after = snapshot_after
         self.snapshots: list[tuple[float, object]] = []
@@ -74,6 +137,7 @@ class _Worker(threading.Thread):
             ds = self.pipeline.build(self.config)
             it = self.pipeline.iterate(ds)
             in_epoch = 0
+            checked = time.perf_counter()
             while not self.stop.is_set():
                 try:
                     element = next(it)
@@ -95,6 +159,10 @@ class _Worker(threading.Thread):
                 self.elements += 1
                 self.last_at = now
                 self.progress = (now, self.elements, self.records)
+                if self.guard is not None and now - checked >= ELEMENT_CHECK_S:
+                    checked = now
+                    if self.guard.check():
+                        break       # over the RAM budget: stop pulling (the sampler reports it)
                 if (self.snapshot_after is not None and not self.snapshots
                         and now >= self.first_at + self.snapshot_after):
                     self._snapshot(it)
@@ -203,10 +271,12 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
     except Exception as exc:  # noqa: BLE001 - reported as the measurement's status
         return _failed(config, STATUS_ERROR, f"{type(exc).__name__}: {exc}", started)
     full = desc.space.validate(config or {})  # KnobError on unknown knobs / bad values
-    worker = _Worker(pipeline, full, snapshot_after=warmup_s if desc.stages else None)
+    guard = _RamGuard(ram_budget)
+    worker = _Worker(pipeline, full, snapshot_after=warmup_s if desc.stages else None,
+                     guard=guard)
     # (t, elements, records, cpu seconds, time of the latest element)
     samples: list[tuple[float, int, int, float, float]] = []
-    peak_rss = current_rss()
+    guard.peak = current_rss()
     status, error = STATUS_OK, None
     processes = WorkerProcesses()
     worker.start()
@@ -214,18 +284,15 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
         while True:
             time.sleep(SAMPLE_S)
             now = time.perf_counter()
-            extra_rss, workers_cpu = processes.sample(now)
-            rss = current_rss() + extra_rss
-            peak_rss = max(peak_rss, rss)
+            guard.extra, workers_cpu = processes.sample(now)
+            rss = current_rss() + guard.extra
             at, elements, records = worker.progress
             samples.append((now, elements, records, time.process_time() + workers_cpu, at))
+            if guard.sample(now, rss):
+                status, error = STATUS_OOM, guard.tripped
+                break
             if worker.error is not None:
                 status, error = STATUS_ERROR, f"{type(worker.error).__name__}: {worker.error}"
-                break
-            if rss > ram_budget:
-                status = STATUS_OOM
-                error = (f"RSS {rss / 2**20:.0f} MiB passed the RAM budget "
-                         f"{ram_budget / 2**20:.0f} MiB")
                 break
             end = worker.first_at + warmup_s + window_s if worker.first_at is not None else None
             if end is not None:
@@ -254,7 +321,7 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
         worker.stop.set()
     m = _summarize(full, samples, worker.first_at, worker.first_n, warmup_s, window_s,
                    subwindows, cpu_budget)
-    m.status, m.error, m.peak_rss = status, error, int(peak_rss)
+    m.status, m.error, m.peak_rss = status, error, int(guard.peak)
     if status != STATUS_TIMEOUT:
         worker.finished.wait(JOIN_S)
     if status == STATUS_OK and worker.finished.is_set():

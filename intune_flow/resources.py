@@ -13,7 +13,9 @@ DEFAULT_RAM_FRACTION = 0.5
 """Default RAM budget: this fraction of the memory available when tuning starts (tf.data's own default)."""
 
 RSS_MARGIN = 0.10
-"""Tuning keeps the process under ``ram_budget * (1 + RSS_MARGIN)``: the probe samples RSS and stops early."""
+"""Tuning keeps the process under ``ram_budget * (1 + RSS_MARGIN)``: the probe samples RSS,
+projects its growth to the next sample, checks it again at element boundaries, and stops
+a config early (:mod:`intune_flow.probe`)."""
 
 
 def _cgroup_cpu_limit() -> float | None:
@@ -71,9 +73,24 @@ def default_ram_budget() -> int:
     return int(current_rss() + DEFAULT_RAM_FRACTION * available_ram())
 
 
+_STATM: tuple[int, int] | None = None   # (pid, fd of /proc/<pid>/statm), reopened after a fork
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
 def current_rss() -> int:
-    """Resident set size of this process, in bytes."""
-    return psutil.Process().memory_info().rss
+    """Resident set size of this process, in bytes.
+
+    Read from ``/proc/self/statm`` through a file descriptor kept open (a few microseconds,
+    cheap enough for the probe to call at element boundaries); psutil where that is missing.
+    """
+    global _STATM
+    try:
+        pid = os.getpid()
+        if _STATM is None or _STATM[0] != pid:
+            _STATM = (pid, os.open(f"/proc/{pid}/statm", os.O_RDONLY | os.O_CLOEXEC))
+        return int(os.pread(_STATM[1], 128, 0).split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError, AttributeError):
+        return psutil.Process().memory_info().rss
 
 
 def machine_ram() -> int:

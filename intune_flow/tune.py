@@ -29,6 +29,7 @@ from typing import Callable
 
 from .cache import Cache, get_cache
 from .cache.keys import CacheKey, make_key
+from .cache.outage import publish_fallback
 from .cache.records import (Lookup, Record, hardware_info, read, summarize_history,
                             transfer_candidates, write_best)
 from .cache.session import CacheSession
@@ -192,7 +193,10 @@ class TuningRun:
         return self.tune_cold(env)
 
     def _look_up(self) -> Lookup:
-        """The record for this key, with a damaged or invalid one quarantined (a miss)."""
+        """The record for this key, with a damaged or invalid one quarantined (a miss). A
+        record an earlier run stored in the local fallback during an outage of this cache is
+        published first (the better record wins)."""
+        self.cache.call(publish_fallback, self.key, expected_shapes=_shipped_shapes())
         found = self.cache.call(read, self.key, expected_shapes=_shipped_shapes()) or Lookup()
         if found.damage:
             self.notes.append(f"cached record was damaged ({found.damage}); quarantined and "

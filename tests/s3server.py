@@ -215,7 +215,9 @@ class FaultProxy:
     ``delay_s``: hold each request this long before forwarding it (a slow store).
     ``cut_after``: forward only this many bytes of the next request carrying a body of
     at least that size, then drop both connections (an upload cut mid-transfer).
-    ``requests`` counts the HTTP requests seen.
+    ``requests`` counts the HTTP requests seen, ``connections`` the connections accepted.
+    With an ``upstream_port`` nothing listens on, it is a dead endpoint that counts how
+    often a client tries it: each connection is accepted and closed at once.
     """
 
     def __init__(self, upstream_port: int, *, delay_s: float = 0.0, cut_after: int | None = None):
@@ -225,6 +227,7 @@ class FaultProxy:
         self.delay_s = delay_s
         self.cut_after = cut_after
         self.requests = 0
+        self.connections = 0
         self.cuts = 0
         self._lock = threading.Lock()
         self._sock = socket.socket()
@@ -249,6 +252,8 @@ class FaultProxy:
                 client, _ = self._sock.accept()
             except OSError:
                 return
+            with self._lock:
+                self.connections += 1
             try:
                 upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=5)
             except OSError:

@@ -2,6 +2,8 @@
 across two runs, fallback and strict. Pipelines are our own (tests/test_airflow_support.py)."""
 
 import json
+import logging
+import sys
 
 import pytest
 
@@ -99,11 +101,16 @@ def test_taskflow_tunes_and_trains_in_one_task(taskflow_dag, tmp_path):
     assert {"fetch", "prefetch"} <= set(above["config"]) and above["rows"] == 32
 
 
+S3HOOK_LINE = "built by the Amazon provider's S3Hook"
+"""What intune_flow logs when the Amazon provider's S3Hook built the cache's client."""
+
+
 def test_s3_cache_through_an_airflow_connection(operator_dag, s3_server, s3_bucket, monkeypatch,
-                                                capfd):
+                                                capfd, caplog):
     from tests.s3server import SECRET_KEY
     from tests.test_airflow_support import conn_env
 
+    caplog.set_level(logging.INFO, logger="intune_flow")
     for name, value in conn_env("intune_s3", s3_server).items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("INTUNE_FLOW_S3_ENDPOINT_URL", raising=False)  # the connection says where
@@ -119,13 +126,15 @@ def test_s3_cache_through_an_airflow_connection(operator_dag, s3_server, s3_buck
     records = b"".join(client.get_object(Bucket=s3_bucket, Key=k)["Body"].read() for k in keys)
     assert SECRET_KEY.encode() not in records
     assert SECRET_KEY not in json.dumps([first, second, xcom(second_run, "consume")])
-    assert SECRET_KEY not in capfd.readouterr().out
+    assert SECRET_KEY not in capfd.readouterr().out and SECRET_KEY not in caplog.text
+    assert S3HOOK_LINE in caplog.text                           # the provider's path, for real
 
 
 def test_wrong_credentials_in_the_connection_fall_back_without_leaking(
-        operator_dag, s3_server, s3_bucket, monkeypatch, capfd):
+        operator_dag, s3_server, s3_bucket, monkeypatch, capfd, caplog):
     from tests.test_airflow_support import conn_env
 
+    caplog.set_level(logging.INFO, logger="intune_flow")
     wrong = "wrong-secret-that-must-not-leak-0123456789"
     for name, value in conn_env("bad_s3", s3_server, secret=wrong).items():
         monkeypatch.setenv(name, value)
@@ -137,8 +146,67 @@ def test_wrong_credentials_in_the_connection_fall_back_without_leaking(
     assert any("unavailable" in w for w in tuned["warnings"]), tuned["warnings"]
     assert not tuned["cache_uri"].startswith("s3://")
     assert wrong not in json.dumps(tuned)
-    assert wrong not in capfd.readouterr().out
+    assert wrong not in capfd.readouterr().out and wrong not in caplog.text
+    assert S3HOOK_LINE in caplog.text
     assert s3_server.client().list_objects_v2(Bucket=s3_bucket).get("KeyCount", 0) == 0
+
+
+@pytest.mark.parametrize("builder", ["S3Hook", "connection"])
+def test_a_connection_client_has_the_cache_clients_short_timeouts_and_one_try(
+        builder, s3_server, monkeypatch):
+    """Both builders: botocore's defaults (60 s reads, 5 tries a call) would let a dead
+    endpoint hold the task for minutes; the connection's config_kwargs still win."""
+    from intune_flow.airflow import connection
+    from tests.test_airflow_support import conn_env
+
+    env = conn_env("cfg_s3", s3_server)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    if builder == "connection":   # as without the Amazon provider installed
+        monkeypatch.setitem(sys.modules, "airflow.providers.amazon.aws.hooks.s3", None)
+    access = connection.s3_access("cfg_s3")
+    assert access.built_by == builder
+    config = access.client.meta.config
+    assert (config.connect_timeout, config.read_timeout) == (2.0, 5.0)
+    assert config.retries == {"total_max_attempts": 1, "mode": "standard"}
+    assert config.s3 == {"addressing_style": "path"}
+    assert access.client.meta.endpoint_url == s3_server.endpoint_url
+    assert access.client.list_buckets()["Buckets"]               # it reaches the store
+    doc = json.loads(env["AIRFLOW_CONN_CFG_S3"])
+    doc["extra"]["config_kwargs"] = {"read_timeout": 7}
+    monkeypatch.setenv("AIRFLOW_CONN_CFG_S3", json.dumps(doc))
+    assert connection.s3_access("cfg_s3").client.meta.config.read_timeout == 7
+
+
+def test_a_dead_endpoint_in_the_connection_falls_back_after_one_try_per_attempt(
+        operator_dag, s3_server, monkeypatch, tmp_path, capfd, caplog):
+    """Through S3Hook to an endpoint that takes each connection and drops it: the cache
+    tries S3Cache.attempts times (one try per call), falls back, and the run succeeds."""
+    from intune_flow.cache.s3 import S3Cache
+    from tests.s3server import SECRET_KEY, FaultProxy, _free_port
+    from tests.test_airflow_support import conn_env
+
+    caplog.set_level(logging.INFO, logger="intune_flow")
+    dead = FaultProxy(_free_port(set()))          # nothing listens behind it
+    try:
+        env = conn_env("dead_s3", s3_server)
+        doc = json.loads(env["AIRFLOW_CONN_DEAD_S3"])
+        doc["extra"]["endpoint_url"] = dead.endpoint_url
+        monkeypatch.setenv("AIRFLOW_CONN_DEAD_S3", json.dumps(doc))
+        monkeypatch.setenv("INTUNE_FLOW_CACHE", str(tmp_path / "fallback"))
+        run = run_dag(operator_dag, "intune_operator",
+                      conf(cache="s3://some-bucket/nightly", aws_conn_id="dead_s3"))
+        tries = dead.connections
+    finally:
+        dead.close()
+    assert run.state == "success", task_states(run)
+    tuned = xcom(run, "tune")
+    assert tuned["config"] and tuned["cache_uri"] == str(tmp_path / "fallback")
+    assert any("unavailable after" in w for w in tuned["warnings"]), tuned["warnings"]
+    assert 1 <= tries <= S3Cache("b").attempts, tries
+    out = capfd.readouterr().out
+    assert S3HOOK_LINE in caplog.text
+    assert SECRET_KEY not in out and SECRET_KEY not in caplog.text and SECRET_KEY not in json.dumps(tuned)
 
 
 def test_a_missing_connection_is_a_clear_error(operator_dag, tmp_path, capfd):

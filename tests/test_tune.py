@@ -388,6 +388,35 @@ def test_s3_outage_falls_back_to_local_and_training_runs(s3_outage, monkeypatch,
     assert read(get_cache(uri), result.cache_key).record is not None
 
 
+def test_a_record_tuned_during_an_s3_outage_is_published_and_night_2_is_a_hit(
+        s3_outage, monkeypatch, tmp_path, caplog, lenient):
+    """Night 1: S3 is down, tune falls back to the local cache. Night 2: S3 is back; the
+    night-1 record is published to S3 (and marked so) and night 2 is a cache hit."""
+    from intune_flow.cache.outage import fallback_cache
+
+    server = s3_outage
+    for name, value in server.env().items():
+        monkeypatch.setenv(name, value)
+    local = tmp_path / "fallback"
+    monkeypatch.setenv("INTUNE_FLOW_CACHE", str(local))
+    uri = f"s3://{server.make_bucket()}/intune"
+    fast = dict(FAST, method="heuristic")   # one rule-picked config: it is always cached
+    server.stop()
+    night1 = tune(TINY, budget_s=2, cache=uri, **fast)
+    assert night1.source == "tuned" and night1.cache_uri == str(local)
+    server.start()
+    assert get_cache(uri).records() == []          # night 1 reached only the local cache
+    with caplog.at_level(logging.INFO, logger="intune_flow"):
+        night2 = tune(TINY, budget_s=2, cache=uri, **fast)
+    assert night2.source == "cache", (night2.source, night2.reason)
+    assert night2.cache_uri == uri and not night2.warnings
+    assert night2.config == night1.config
+    stored = read(get_cache(uri), night1.cache_key).record
+    assert stored is not None and stored.config == night1.config
+    assert f"created {night1.cache_key} from the record the outage fallback" in caplog.text
+    assert fallback_cache(get_cache(uri)).pending(night1.cache_key) is None   # published once
+
+
 @pytest.mark.slow
 def test_no_secret_in_logs_records_or_results(s3_server, monkeypatch, caplog, tmp_path):
     from tests.s3server import ACCESS_KEY, SECRET_KEY

@@ -1,9 +1,11 @@
 """An S3 client built from an Airflow connection, for the tuning cache.
 
 With the Amazon provider installed, its ``S3Hook`` builds the client (every auth method it
-supports works). Without it, the connection is read directly: ``login``/``password`` are the
-access key and secret (or ``aws_access_key_id``/``aws_secret_access_key`` in extra), and extra
-may hold ``endpoint_url`` (or ``service_config.s3.endpoint_url``), ``region_name``,
+supports works), with the config the cache's own client has: short timeouts, one try per
+call (:func:`~intune_flow.cache.s3.client_config`; the connection's ``config_kwargs``
+override it). Without it, the connection is read directly: ``login``/``password`` are the
+access key and secret (or ``aws_access_key_id``/``aws_secret_access_key`` in extra), and
+extra may hold ``endpoint_url`` (or ``service_config.s3.endpoint_url``), ``region_name``,
 ``aws_session_token``, ``addressing_style`` and ``config_kwargs`` (botocore ``Config``).
 An endpoint missing from the connection comes from ``INTUNE_FLOW_S3_ENDPOINT_URL``, then
 boto3's own ``AWS_ENDPOINT_URL(_S3)``.
@@ -11,23 +13,26 @@ boto3's own ``AWS_ENDPOINT_URL(_S3)``.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 
+from ..cache.s3 import client_config
 from ..errors import CacheError
 
-# Like the S3 cache's own client: short timeouts, one try per call (the cache retries
-# within its own deadline), so an unreachable store costs seconds, not the task's timeout.
-_DEFAULT_CONFIG = {"connect_timeout": 2, "read_timeout": 5,
-                   "retries": {"max_attempts": 1, "mode": "standard"}}
+log = logging.getLogger(__name__)
 
 
 @dataclass
 class S3Access:
-    """A boto3 S3 client plus the secret strings it carries (to keep out of logs and results)."""
+    """A boto3 S3 client plus the secret strings it carries (to keep out of logs and results).
+
+    ``built_by``: ``"S3Hook"`` (the Amazon provider) or ``"connection"`` (read directly).
+    """
 
     client: object
     secrets: list[str] = field(default_factory=list)
+    built_by: str = "connection"
 
 
 def _mask(secrets: list[str]) -> None:
@@ -45,29 +50,56 @@ def s3_access(conn_id: str) -> S3Access:
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
     except ImportError:
         S3Hook = None
-    if S3Hook is not None:
-        hook = S3Hook(aws_conn_id=conn_id)
-        creds = hook.get_credentials()
-        secrets = [s for s in (creds.secret_key, creds.token) if s]
-        _mask(secrets)
-        return S3Access(hook.get_conn(), secrets)
-    return _from_connection(conn_id)
+    access = _from_hook(S3Hook, conn_id) if S3Hook is not None else _from_connection(conn_id)
+    log.info("intune: S3 client for connection %r built by %s", conn_id,
+             "the Amazon provider's S3Hook" if access.built_by == "S3Hook"
+             else "intune_flow from the connection's fields")
+    return access
+
+
+def _unreadable(conn_id: str, exc: Exception) -> CacheError:
+    return CacheError(
+        f"Airflow connection {conn_id!r} could not be read ({type(exc).__name__}: {exc}); "
+        f"define it (UI, `airflow connections add {conn_id} ...` or AIRFLOW_CONN_"
+        f"{conn_id.upper()}) or leave aws_conn_id out to use the standard boto3 "
+        "credential chain")
+
+
+def _from_hook(S3Hook, conn_id: str) -> S3Access:
+    """Through the provider's hook: its session (every auth method), our client config.
+
+    The hook's own client (``get_conn()``) would use botocore's defaults: 60 s read
+    timeouts and up to 5 tries per call, so a dead endpoint could hold the task minutes.
+    """
+    hook = S3Hook(aws_conn_id=conn_id)
+    try:
+        wrapper = hook.conn_config
+    except Exception as exc:  # noqa: BLE001 - a connection that does not parse
+        raise _unreadable(conn_id, exc) from None
+    if not wrapper:   # the hook found no such connection and went on without one
+        _from_connection(conn_id)   # raises the same CacheError as the direct path
+    extra = wrapper.extra_config or {}
+    endpoint = (wrapper.get_service_endpoint_url("s3")
+                or os.environ.get("INTUNE_FLOW_S3_ENDPOINT_URL") or None)
+    config = client_config(endpoint, overrides=extra.get("config_kwargs"),
+                           addressing_style=extra.get("addressing_style"))
+    creds = hook.get_credentials()
+    secrets = [s for s in (creds.secret_key, creds.token) if s]
+    _mask(secrets)
+    client = hook.get_session(region_name=hook.region_name).client(
+        "s3", endpoint_url=endpoint, config=config, verify=hook.verify)
+    return S3Access(client, secrets, built_by="S3Hook")
 
 
 def _from_connection(conn_id: str) -> S3Access:
     import boto3
-    from botocore.config import Config
 
     from airflow.sdk import BaseHook
 
     try:
         conn = BaseHook.get_connection(conn_id)
     except Exception as exc:  # AirflowNotFoundException, or no task context to ask from
-        raise CacheError(
-            f"Airflow connection {conn_id!r} could not be read ({type(exc).__name__}: {exc}); "
-            f"define it (UI, `airflow connections add {conn_id} ...` or AIRFLOW_CONN_"
-            f"{conn_id.upper()}) or leave aws_conn_id out to use the standard boto3 "
-            "credential chain") from None
+        raise _unreadable(conn_id, exc) from None
     extra = conn.extra_dejson or {}
     key = conn.login or extra.get("aws_access_key_id")
     secret = conn.password or extra.get("aws_secret_access_key")
@@ -77,15 +109,12 @@ def _from_connection(conn_id: str) -> S3Access:
     endpoint = (extra.get("endpoint_url")
                 or (extra.get("service_config") or {}).get("s3", {}).get("endpoint_url")
                 or os.environ.get("INTUNE_FLOW_S3_ENDPOINT_URL") or None)
-    config = dict(_DEFAULT_CONFIG)
-    config.update(extra.get("config_kwargs") or {})
-    style = extra.get("addressing_style") or ("path" if endpoint else None)
-    if style:
-        config["s3"] = {**config.get("s3", {}), "addressing_style": style}
     client = boto3.session.Session().client(
         "s3", endpoint_url=endpoint, region_name=extra.get("region_name") or None,
         aws_access_key_id=key or None, aws_secret_access_key=secret or None,
-        aws_session_token=token or None, config=Config(**config))
+        aws_session_token=token or None,
+        config=client_config(endpoint, overrides=extra.get("config_kwargs"),
+                             addressing_style=extra.get("addressing_style")))
     return S3Access(client, secrets)
 
 

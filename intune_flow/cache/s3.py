@@ -30,6 +30,32 @@ _TRANSIENT = {"SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable
               "RequestTimeTooSkewed", "Throttling", "ThrottlingException", "503", "500"}
 
 
+def client_config(endpoint_url: str | None = None, *, connect_timeout: float = 2.0,
+                  read_timeout: float = 5.0, overrides: dict | None = None,
+                  addressing_style: str | None = None):
+    """The botocore ``Config`` of every S3 client intune_flow builds (the cache's own, and
+    one from an Airflow connection, with or without the Amazon provider's ``S3Hook``).
+
+    Short timeouts and one try per call: :class:`S3Cache` retries within its own deadline,
+    so an unreachable store costs seconds, not botocore's default 60 s read timeout times
+    five tries. Path-style addressing for a custom endpoint. ``overrides`` (botocore
+    ``Config`` arguments, e.g. a connection's ``config_kwargs``) win over all of it.
+    """
+    from botocore import UNSIGNED
+    from botocore.config import Config
+
+    config = {"connect_timeout": connect_timeout, "read_timeout": read_timeout,
+              "retries": {"total_max_attempts": 1, "mode": "standard"}}
+    config.update(overrides or {})
+    if config.get("signature_version") == "unsigned":   # as the Amazon provider reads it
+        config["signature_version"] = UNSIGNED
+    style = addressing_style or (config.get("s3") or {}).get("addressing_style") or (
+        "path" if endpoint_url else None)
+    if style:
+        config["s3"] = {**(config.get("s3") or {}), "addressing_style": style}
+    return Config(**config)
+
+
 class _Missing(Exception):
     """Internal: the object does not exist."""
 
@@ -69,13 +95,10 @@ class S3Cache(Cache):
     def _make_client(self):
         try:
             import boto3
-            from botocore.config import Config
         except ImportError as exc:  # pragma: no cover - boto3 is in the s3 extra
             raise CacheUnavailable("the S3 cache needs boto3: pip install 'intune-flow[s3]'") from exc
         connect, read = self._timeouts
-        config = Config(connect_timeout=connect, read_timeout=read,
-                        retries={"total_max_attempts": 1, "mode": "standard"},
-                        s3={"addressing_style": "path"} if self._endpoint_url else None)
+        config = client_config(self._endpoint_url, connect_timeout=connect, read_timeout=read)
         return boto3.session.Session().client("s3", endpoint_url=self._endpoint_url,
                                               config=config)
 

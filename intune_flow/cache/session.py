@@ -5,35 +5,21 @@ from __future__ import annotations
 import logging
 from typing import Callable, TypeVar
 
-from ..errors import CacheError, TuningError
+from ..errors import TuningError
 from .base import Cache, CacheUnavailable
-from .local import LocalCache
 from .memory import MemoryCache
+from .outage import fallback_cache
 
 log = logging.getLogger("intune_flow.tune")
 T = TypeVar("T")
-
-
-def fallback_cache(primary: Cache) -> Cache:
-    """Where records go while ``primary`` is unavailable: the local default, else memory."""
-    from . import default_cache_dir, get_cache
-
-    try:
-        candidate = get_cache(None)
-    except CacheError:
-        candidate = None
-    if not isinstance(candidate, LocalCache):
-        candidate = LocalCache(default_cache_dir())
-    if isinstance(primary, LocalCache) and primary.root == candidate.root:
-        return MemoryCache()
-    return candidate
 
 
 class CacheSession:
     """Runs cache operations for one tuning run.
 
     When ``primary`` is unavailable (:class:`CacheUnavailable`), the session moves to the
-    local fallback cache with a warning (with ``strict``, it raises :class:`TuningError`
+    local fallback cache (:func:`~intune_flow.cache.outage.fallback_cache`: it notes what it
+    stores, so the next run can publish it) with a warning (with ``strict``, it raises :class:`TuningError`
     instead); if that fails too, to memory. ``warnings`` collects what was said.
     """
 

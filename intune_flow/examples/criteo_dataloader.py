@@ -15,7 +15,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 from torch.utils.data import DataLoader, Dataset
 
-from examples.criteo_torch import parse_transform, read_row_group
+from .criteo_torch import parse_transform, read_row_group
 from intune_flow.data import default_dataset
 
 

@@ -22,7 +22,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from examples.criteo import parse, record_ranges, split_records, transform
+from .criteo import parse, record_ranges, split_records, transform
 from intune_flow.data import default_dataset
 
 DEFAULT_BUCKET = "intune-flow-demo"
