@@ -1,12 +1,8 @@
-"""The reference pipelines from a checkout: ``examples.<module>`` is ``intune_flow/examples/<module>.py``.
+"""Reference pipelines and the small DLRM used by the demos and benchmarks.
 
-The code ships inside the package (``intune_flow.examples``, in the wheel too); this
-package, which only a checkout has (it is not installed), keeps the references the
-project has always documented working from the repository root: ``examples.criteo:criteo_pipeline``
-loads the same file as ``intune_flow.examples.criteo:criteo_pipeline`` (as its own module
-object under this name).
+This folder is also the package ``intune_flow.examples`` (``intune_flow/examples`` is a link
+to it), so it ships in the wheel: ``"intune_flow.examples.criteo:criteo_pipeline"`` works
+wherever intune_flow is installed, and ``"examples.criteo:criteo_pipeline"`` from a checkout
+(the same file, imported under either name). Importing this package imports neither
+TensorFlow nor torch; each module imports the framework it uses.
 """
-
-import intune_flow.examples as _shipped
-
-__path__ = list(_shipped.__path__)
