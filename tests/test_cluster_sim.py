@@ -8,35 +8,17 @@ import math
 import numpy as np
 import pytest
 
-from intune_flow.knobs import AUTOTUNE, Knob, KnobSpace
+from intune_flow.knobs import Knob, KnobSpace
 from intune_flow.scaleout.cost import CostModel, Objective
 from intune_flow.scaleout.env import ClusterEnv
-from intune_flow.sim import Buffer, SimPipeline, Stage, random_pipeline
-from intune_flow.sim.cluster import ClusterJob, NodeClass, aggregate, cluster_rate, node_rate
+from intune_flow.sim import random_pipeline
+from intune_flow.sim.cluster import NodeClass, aggregate, cluster_rate, node_rate
 from intune_flow.sim.cluster_env import START_JITTER, SimClusterEnv
 from intune_flow.sim.cluster_generate import sample_job
 from intune_flow.sim.cluster_oracle import cluster_oracle, cost_curve, evaluate_pick
+from tests.cluster_jobs import job_of, line_pipeline
 
 GIB = 2**30
-
-
-def line_pipeline(cpu=8e-5, cores=8, par_max=16):
-    """One parallel stage and a prefetch buffer: ``cores / cpu`` records/s at parallelism >= cores."""
-    return SimPipeline(stages=(Stage("read", cpu, 0.0, 1.0, 1e3, "read"),),
-                       buffers=(Buffer("prefetch", 0, 1e3, 0.0),),
-                       space=KnobSpace((Knob("read", "parallelism", 1, par_max, AUTOTUNE),
-                                        Knob("prefetch", "buffer", 1, 16, AUTOTUNE))),
-                       cores=cores, ram_total=64 * GIB, ram_budget=32 * GIB, base_mem=GIB,
-                       contention=0.0, noise=0.001)
-
-
-def job_of(prefix, demand=4e5, **kw):
-    args = dict(prefix=prefix, worker=NodeClass("w", prefix.cores, prefix.ram_total, 1e12),
-                trainer=NodeClass("t", 8, 64 * GIB, 1e12), demand=demand, suffix_cpu=1e-9,
-                rpc_cpu=1e-9, record_bytes=100.0, coordination=0.0, startup_s=30.0,
-                noise=0.001, cost=CostModel(4.0, 0.4), max_workers=16)
-    args.update(kw)
-    return ClusterJob(**args)
 
 
 def test_cost_per_million_is_price_per_hour_over_records_served_capped_at_demand():
