@@ -1,6 +1,6 @@
 """Pretrain the cluster agent (InTuneX) in the cluster simulator and ship it.
 
-    python -m benchmarks.cluster_pretrain                 # 20000 decisions, seed 0, ~5 CPU-min
+    python -m benchmarks.cluster_pretrain                 # 12000 decisions, seed 0, ~5 CPU-min
     python -m benchmarks.cluster_pretrain --steps 2000 --out /tmp/c.safetensors --log-dir /tmp/c
 
 Writes the policy (safetensors, default intune_flow/policies/cluster.safetensors)
@@ -30,14 +30,12 @@ def plot_curve(hist, path: Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(hist.steps, hist.eval_ratio, marker="o", label="held-out median cost / oracle")
-    ax.plot(hist.steps, hist.eval_p90, marker=".", label="held-out p90 cost / oracle")
-    ax.set_xlabel("agent decisions")
-    ax.set_ylabel("cost per record / oracle's")
+    for ys, what, marker in ((hist.eval_ratio, "median", "o"), (hist.eval_p90, "p90", ".")):
+        ax.plot(hist.steps, ys, marker=marker, label=f"held-out {what} cost / oracle")
     ax.axhline(1.05, color="k", lw=0.8, ls="--")
+    ax.set(xlabel="agent decisions", ylabel="cost per record / oracle's", title=title)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper right")
-    ax.set_title(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -45,10 +43,10 @@ def plot_curve(hist, path: Path, title: str) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--steps", type=int, default=20_000)
+    ap.add_argument("--steps", type=int, default=12_000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--pool", type=int, default=200, help="training jobs (pipelines) in the pool")
-    ap.add_argument("--eval-every", type=int, default=2500)
+    ap.add_argument("--pool", type=int, default=150, help="training jobs (pipelines) in the pool")
+    ap.add_argument("--eval-every", type=int, default=2000)
     ap.add_argument("--out", default=str(DEFAULT_OUT))
     ap.add_argument("--log-dir", default=str(DEFAULT_LOG_DIR))
     args = ap.parse_args(argv)

@@ -7,25 +7,14 @@
 * :mod:`.search`: :func:`run_scaleout` and :class:`ScaleOut` (search, then watch and
   re-decide), the agent's :mod:`.walk` over K and the :mod:`.baselines`.
 
-Names are imported lazily, so the interface and baselines need no torch.
+None of these import torch: the cluster agent's network loads when a search needs it.
 """
 
-from importlib import import_module
+from .baselines import BASELINES
+from .cost import CostModel, Objective
+from .env import ClusterEnv, ClusterMeasurement
+from .search import METHODS, ScaleOut, ScaleOutcome, run_scaleout
+from .walk import ScaleWalk
 
-_LAZY = {
-    "ClusterEnv": ".env", "ClusterMeasurement": ".env",
-    "CostModel": ".cost", "Objective": ".cost",
-    "ScaleOut": ".search", "ScaleOutcome": ".search", "run_scaleout": ".search",
-    "METHODS": ".search", "BASELINES": ".baselines", "ScaleWalk": ".walk",
-    "tune_node": ".node", "load_cluster_policy": ".policy_io",
-    "save_cluster_policy": ".policy_io",
-}
-
-
-def __getattr__(name):
-    if name in _LAZY:
-        return getattr(import_module(_LAZY[name], __name__), name)
-    raise AttributeError(f"module 'intune_flow.scaleout' has no attribute {name!r}")
-
-
-__all__ = sorted(_LAZY)
+__all__ = ["BASELINES", "METHODS", "ClusterEnv", "ClusterMeasurement", "CostModel", "Objective",
+           "ScaleOut", "ScaleOutcome", "ScaleWalk", "run_scaleout"]

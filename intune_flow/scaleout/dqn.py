@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..agent.dqn import optimize
 from ..agent.network import NEG
 from .observation import ACTIONS, FEATURES
 
@@ -58,22 +59,27 @@ class ScaleDQN:
         self.rng = np.random.default_rng(seed)
         if seed is not None:
             torch.manual_seed(seed)
-        self.q = ScaleQNet(self.cfg.hidden)
-        if state is not None:
-            from .policy_io import validate_cluster_policy
-            clean = validate_cluster_policy(state, self.cfg.hidden)
-            self.q.load_state_dict({k: torch.from_numpy(v) for k, v in clean.items()})
-        self.target = ScaleQNet(self.cfg.hidden)
-        self.target.load_state_dict(self.q.state_dict())
+        self.q, self.target = self._networks(state)
         self.opt = None     # made on the first learn(): acting alone needs no optimizer
         c, n = self.cfg.buffer_size, len(ACTIONS)
-        self.obs, self.obs2 = np.zeros((c, FEATURES), np.float32), np.zeros((c, FEATURES), np.float32)
+        self.obs = np.zeros((c, FEATURES), np.float32)
+        self.obs2 = np.zeros_like(self.obs)
         self.act_ = np.zeros(c, np.int64)
         self.rew = np.zeros(c, np.float32)
         self.mask2 = np.zeros((c, n), bool)
         self.done = np.zeros(c, np.float32)
         self.size = self.pos = 0
         self.updates = 0
+
+    def _networks(self, state: dict | None) -> tuple[ScaleQNet, ScaleQNet]:
+        """(online, target) networks, the online one loaded from validated ``state`` if given."""
+        online, target = ScaleQNet(self.cfg.hidden), ScaleQNet(self.cfg.hidden)
+        if state is not None:
+            from .policy_io import validate_cluster_policy
+            clean = validate_cluster_policy(state, self.cfg.hidden)
+            online.load_state_dict({k: torch.from_numpy(v) for k, v in clean.items()})
+        target.load_state_dict(online.state_dict())
+        return online, target
 
     def state(self) -> dict[str, np.ndarray]:
         return {k: v.detach().cpu().numpy().copy() for k, v in self.q.state_dict().items()}
@@ -110,12 +116,6 @@ class ScaleDQN:
         loss = F.smooth_l1_loss(q, y)
         if self.opt is None:
             self.opt = torch.optim.Adam(self.q.parameters(), lr=self.cfg.lr)
-        self.opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.q.parameters(), self.cfg.grad_clip)
-        self.opt.step()
+        optimize(self.q, self.target, self.opt, loss, self.cfg.grad_clip, self.cfg.tau)
         self.updates += 1
-        with torch.no_grad():
-            for p, tp in zip(self.q.parameters(), self.target.parameters()):
-                tp.mul_(1 - self.cfg.tau).add_(p, alpha=self.cfg.tau)
         return float(loss.detach())
