@@ -58,12 +58,11 @@ def main(argv=None) -> int:
     log_path = log_dir / "cluster_pretrain_log.txt"
     command = "python -m benchmarks.cluster_pretrain " + " ".join(
         argv if argv is not None else sys.argv[1:])
-    lines: list[str] = []
+    log_file = log_path.open("w")
 
     def log(msg: str) -> None:
         print(msg, flush=True)
-        lines.append(msg)
-        log_path.write_text("\n".join(lines) + "\n")
+        print(msg, file=log_file, flush=True)
 
     log(f"$ {command.strip()}")
     t0 = time.time()
@@ -80,6 +79,7 @@ def main(argv=None) -> int:
     (log_dir / "cluster_curve.json").write_text(json.dumps(vars(hist), indent=1) + "\n")
     plot_curve(hist, log_dir / "cluster_curve.png", f"cluster agent pretraining, seed {args.seed}")
     log(f"wrote {args.out} (+ .json), {log_dir / 'cluster_curve.png'} in {seconds:.0f}s")
+    log_file.close()
     return 0
 
 

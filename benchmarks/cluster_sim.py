@@ -124,8 +124,8 @@ def curves(rows, jobs: int) -> list[dict]:
     each method's pick, for the plot."""
     from intune_flow.sim.cluster_generate import sample_job
     from intune_flow.sim.cluster_oracle import cost_curve
-    picked = sorted({r["job"] for r in rows if r["method"] == AGENT and r["oracle_workers"] >= 2},
-                    key=lambda j: next(r["oracle_workers"] for r in rows if r["job"] == j))
+    oracle_k = {r["job"]: r["oracle_workers"] for r in rows}
+    picked = sorted((j for j, k in oracle_k.items() if k >= 2), key=oracle_k.get) or sorted(oracle_k)
     if len(picked) > PLOT_JOBS:
         picked = [picked[int(round(x))] for x in np.linspace(0, len(picked) - 1, PLOT_JOBS)]
     out = []
@@ -189,7 +189,8 @@ def plot(data: dict, path: Path) -> None:
                        zorder=3, label=m)
         ax.set_yscale("log")
         ax.set_xlabel("workers K")
-        ax.set_title(f"job {c['job']}, demand {c['demand']:,.0f} rec/s", fontsize=9)
+        oom = "" if any(np.isfinite(c["autotune_config"])) else "\n(AUTOTUNE passes the RAM budget)"
+        ax.set_title(f"job {c['job']}, demand {c['demand']:,.0f} rec/s{oom}", fontsize=9)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("$ per million records")
     handles, labels = axes[0][0].get_legend_handles_labels()

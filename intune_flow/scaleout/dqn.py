@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..agent.dqn import optimize
+from ..agent.dqn import DQNConfig, optimize
 from ..agent.network import NEG
 from .observation import ACTIONS, FEATURES
 
@@ -22,18 +22,12 @@ HIDDEN = 64
 
 
 @dataclass
-class ScaleDQNConfig:
-    """Hyperparameters of the cluster agent."""
+class ScaleDQNConfig(DQNConfig):
+    """The node agent's hyperparameters with a longer horizon and a smaller replay (``k_pad``
+    is unused: the observation has no knob slots)."""
 
-    hidden: int = HIDDEN
-    lr: float = 1e-3
     gamma: float = 0.95
-    batch_size: int = 128
     buffer_size: int = 50_000
-    tau: float = 0.01
-    grad_clip: float = 10.0
-    eps_start: float = 1.0
-    eps_end: float = 0.05
     eps_fraction: float = 0.6
 
 
