@@ -63,7 +63,8 @@ def run(jobs: int = JOBS, methods=None, budget_s: float | None = None, seed: int
                                policy_state=policy, node_policy=node_policy)
             got = evaluate_pick(job, out.workers, out.config)
             rows.append({"job": i, "method": method, "workers": out.workers,
-                         "oracle_workers": best.workers, "ratio": got.per_million / best.per_million,
+                         "oracle_workers": best.workers,
+                         "ratio": got.per_million / best.per_million,
                          "per_million": got.per_million, "oracle_per_million": best.per_million,
                          "limit": best.limit, "demand": job.demand,
                          "pick_minutes": out.pick_seconds / 60, "minutes": out.seconds / 60,
@@ -125,7 +126,8 @@ def curves(rows, jobs: int) -> list[dict]:
     from intune_flow.sim.cluster_generate import sample_job
     from intune_flow.sim.cluster_oracle import cost_curve
     oracle_k = {r["job"]: r["oracle_workers"] for r in rows}
-    picked = sorted((j for j, k in oracle_k.items() if k >= 2), key=oracle_k.get) or sorted(oracle_k)
+    picked = sorted((j for j, k in oracle_k.items() if k >= 2), key=oracle_k.get)
+    picked = picked or sorted(oracle_k)
     if len(picked) > PLOT_JOBS:
         picked = [picked[int(round(x))] for x in np.linspace(0, len(picked) - 1, PLOT_JOBS)]
     out = []

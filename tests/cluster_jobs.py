@@ -9,7 +9,8 @@ GIB = 2**30
 
 
 def line_pipeline(cpu=8e-5, cores=8, par_max=16):
-    """One parallel stage and a prefetch buffer: ``cores / cpu`` records/s at parallelism >= cores."""
+    """One parallel stage and a prefetch buffer: ``cores / cpu`` records/s at parallelism >= cores
+    (1e5 by default)."""
     return SimPipeline(stages=(Stage("read", cpu, 0.0, 1.0, 1e3, "read"),),
                        buffers=(Buffer("prefetch", 0, 1e3, 0.0),),
                        space=KnobSpace((Knob("read", "parallelism", 1, par_max, AUTOTUNE),

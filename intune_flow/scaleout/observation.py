@@ -32,7 +32,7 @@ def target(action: str, anchor: int, k_hat: int | None, cap: int) -> int | None:
 
 @dataclass
 class ScaleView:
-    """The search state the observation needs (see :class:`~intune_flow.scaleout.walk.ScaleWalk`)."""
+    """The search state the observation needs (from :class:`~.walk.ScaleWalk`)."""
 
     anchor: int                      # best K so far
     best: object                     # its ClusterMeasurement

@@ -53,7 +53,8 @@ def save_cluster_policy(state: dict, path: str | Path, provenance: dict | None =
     path.write_bytes(save({k: np.ascontiguousarray(v) for k, v in clean.items()},
                           metadata={"format": FORMAT}))
     if provenance is not None:
-        path.with_suffix(".json").write_text(json.dumps(provenance, indent=2, sort_keys=True) + "\n")
+        text = json.dumps(provenance, indent=2, sort_keys=True) + "\n"
+        path.with_suffix(".json").write_text(text)
 
 
 def cluster_policy_from_bytes(data: bytes) -> dict[str, np.ndarray]:

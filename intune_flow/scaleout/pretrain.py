@@ -148,7 +148,8 @@ def pretrain_cluster(steps: int, seed: int = 0, *, pool: int = POOL, eval_every:
     t0 = time.time()
     jobs = job_pool("train", pool, start=seed * 100_000)
     held_out = [pj for pj in job_pool("eval", 3 * EVAL_JOBS) if _needs_workers(pj)][:EVAL_JOBS]
-    log(f"job pools ready: {pool} training, {len(held_out)} held out (best K >= 2) ({time.time() - t0:.0f}s)")
+    log(f"job pools ready: {pool} training, {len(held_out)} held out (best K >= 2) "
+        f"({time.time() - t0:.0f}s)")
     hist = ClusterPretrainLog()
     t, ep, next_eval, losses = 0, 0, 0, []
 

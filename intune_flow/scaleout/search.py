@@ -4,8 +4,8 @@ The InTuneX search is nested: the node level runs inside the cluster level.
 
 1. K = 0 at AUTOTUNE (the job as the user wrote it, all on the trainer). If it
    meets the demand, that is the cheapest config there is: stop.
-2. When the trainer alone reaches ``TRAINER_TUNE_SHARE`` of the demand, the node
-   agent tunes the prefix on the trainer and K = 0 is measured again.
+2. Otherwise the node agent tunes the prefix on the trainer and K = 0 is measured
+   again (a tuned trainer may meet the demand alone, or be cheapest short of it).
 3. One worker is started and the node agent tunes the prefix's knobs on it; the
    config goes to every worker (tf.data service runs one graph on all of them).
 4. The cluster agent (a DQN over K moves) walks K from the best so far until it
@@ -30,7 +30,6 @@ from .node import tune_node
 from .walk import ScaleWalk
 
 BUDGET_S = 1800.0
-TRAINER_TUNE_SHARE = 0.3
 MET = 0.01
 """A window meets the demand when the accelerator waits at most this share of its time."""
 REDECIDE_DEMAND = 0.1
@@ -97,17 +96,16 @@ class ScaleOut:
 
     # -- the search ----------------------------------------------------------------------
     def start(self) -> ScaleWalk:
-        """Steps 1-3: K = 0, node tuning where it pays, one tuned worker. Returns the walk."""
+        """Steps 1-3: K = 0, the node agent on the trainer, then on one worker; the walk."""
         env = self.env
         walk = ScaleWalk(env, self.objective, self.config_for, budget_s=self.budget_s)
         walk.go(0)
         if meets(walk.best):
             return walk
-        if walk.best.ok and walk.best.delivered >= TRAINER_TUNE_SHARE * walk.best.demand:
-            self.configs[0], _ = self.node_tuner(env, 0)
-            walk.go(0)
-            if meets(walk.best):
-                return walk
+        self.configs[0], _ = self.node_tuner(env, 0)
+        walk.go(0)
+        if meets(walk.best):
+            return walk
         if walk.cap >= 1:
             seconds = env.set_workers(1)
             walk.startups.append(seconds)

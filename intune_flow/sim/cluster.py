@@ -104,7 +104,8 @@ class ClusterRate:
     delivered: float            # records/s reaching the accelerator
     capacity: float             # records/s the input side could deliver without the demand cap
     compute: float              # the workers' (or, K = 0, the trainer's) pipeline capacity
-    limit: str                  # which term binds: compute, worker_net, trainer_net, trainer_cpu, demand
+    limit: str                  # the binding term: compute, worker_net, trainer_net, trainer_cpu,
+                                # or demand
     caps: dict[str, float]
 
 

@@ -1,4 +1,5 @@
-"""``SimClusterEnv``: the cluster simulator behind the :class:`~intune_flow.scaleout.env.ClusterEnv` interface."""
+"""``SimClusterEnv``: the cluster simulator behind the :class:`~intune_flow.scaleout.env.ClusterEnv`
+interface."""
 
 from __future__ import annotations
 
