@@ -52,6 +52,19 @@ def linear_schedule(start: float, end: float, duration: float, t: float) -> floa
     return max(slope * t + start, end)
 
 
+def optimize(q: torch.nn.Module, target: torch.nn.Module, opt, loss: torch.Tensor,
+             grad_clip: float, tau: float) -> None:
+    """One optimizer step on ``loss`` with clipped gradients, then the Polyak update of ``target``
+    (shared by the node agent and the cluster agent, :mod:`intune_flow.scaleout.dqn`)."""
+    opt.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(q.parameters(), grad_clip)
+    opt.step()
+    with torch.no_grad():
+        for p, tp in zip(q.parameters(), target.parameters()):
+            tp.mul_(1 - tau).add_(p, alpha=tau)
+
+
 class ReplayBuffer:
     """Fixed-size ring of (obs, action, reward, next_obs, next_mask, done)."""
 
@@ -168,13 +181,7 @@ class DQNAgent:
                 y = r + self.cfg.gamma * (1 - done) * any_valid * q_next
             q = self.q(kf, g, present).gather(1, act[:, None]).squeeze(1)
             loss = F.smooth_l1_loss(q, y)
-            self.opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.q.parameters(), self.cfg.grad_clip)
-            self.opt.step()
+            optimize(self.q, self.target, self.opt, loss, self.cfg.grad_clip, self.cfg.tau)
             self.updates += 1
-            with torch.no_grad():
-                for p, tp in zip(self.q.parameters(), self.target.parameters()):
-                    tp.mul_(1 - self.cfg.tau).add_(p, alpha=self.cfg.tau)
             loss_v = float(loss.detach())
         return loss_v

@@ -1,0 +1,193 @@
+"""``run_scaleout``: the cluster agent (InTuneX) and every baseline behind one env and budget.
+
+The InTuneX search is nested: the node level runs inside the cluster level.
+
+1. K = 0 at AUTOTUNE (the job as the user wrote it, all on the trainer). If it
+   meets the demand, that is the cheapest config there is: stop.
+2. Otherwise the node agent tunes the prefix on the trainer and K = 0 is measured
+   again (a tuned trainer may meet the demand alone, or be cheapest short of it).
+3. One worker is started and the node agent tunes the prefix's knobs on it; the
+   config goes to every worker (tf.data service runs one graph on all of them).
+4. The cluster agent (a DQN over K moves) walks K from the best so far until it
+   stops or the budget ends; the pick is the best measured (K, config), and the
+   env is left running it.
+
+:meth:`ScaleOut.watch` keeps measuring afterwards and re-decides K when the
+demand changes (a different accelerator) or workers are lost.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .cost import Objective
+from .env import ClusterEnv, ClusterMeasurement
+from .node import tune_node
+from .walk import ScaleWalk
+
+BUDGET_S = 1800.0
+MET = 0.01
+"""A window meets the demand when the accelerator waits at most this share of its time."""
+REDECIDE_DEMAND = 0.1
+"""watch(): a demand change of more than this share triggers a new decision on K."""
+
+
+@dataclass
+class ScaleOutcome:
+    """What a scale-out search picked and what it cost to find."""
+
+    method: str
+    workers: int
+    config: dict
+    pick: ClusterMeasurement
+    value: float                    # the objective's measured loss at the pick
+    seconds: float                  # clock seconds the search took (start-ups included)
+    pick_seconds: float             # clock seconds until the pick was first measured
+    dollars: float                  # what the cluster cost while searching
+    history: list[dict] = field(default_factory=list)
+
+
+def _outcome(method: str, walk: ScaleWalk, pick: ClusterMeasurement, t0: float) -> ScaleOutcome:
+    at = next((h["clock"] for h in walk.history if h["workers"] == pick.workers), walk.best_at)
+    if pick is walk.best:
+        at = walk.best_at
+    return ScaleOutcome(method=method, workers=pick.workers, config=dict(pick.config), pick=pick,
+                        value=walk.value(pick), seconds=walk.env.clock() - t0,
+                        pick_seconds=at - t0, dollars=walk.dollars, history=list(walk.history))
+
+
+def meets(m: ClusterMeasurement) -> bool:
+    return m.ok and m.trainer_wait <= MET
+
+
+class ScaleOut:
+    """The InTuneX search on one cluster env; ``policy_state`` None uses the shipped policy.
+
+    ``node_tuner(env, k) -> (config, rate)`` is the node level (default: the node agent
+    through :func:`~intune_flow.scaleout.node.tune_node`); ``choose(obs, mask) -> action``
+    replaces the policy (pretraining explores through it).
+    """
+
+    def __init__(self, env: ClusterEnv, objective: Objective = Objective(), *,
+                 budget_s: float = BUDGET_S, policy_state=None, node_policy=None,
+                 seed: int | None = 0, node_tuner: Callable | None = None,
+                 choose: Callable | None = None):
+        self.env, self.objective, self.budget_s, self.seed = env, objective, budget_s, seed
+        self.node_tuner = node_tuner or (lambda e, k: tune_node(e, k, policy_state=node_policy,
+                                                                seed=seed))
+        if choose is None:
+            from .dqn import ScaleDQN
+            from .policy_io import load_cluster_policy
+            agent = ScaleDQN(state=load_cluster_policy() if policy_state is None else policy_state,
+                             seed=seed)
+            choose = agent.act
+        self.choose = choose
+        self.configs = {0: env.space.autotune()}
+        self.node_rate = 0.0
+        self.outcome: ScaleOutcome | None = None
+        self.decisions: list[dict] = []
+
+    def config_for(self, k: int) -> dict:
+        return self.configs[0] if k == 0 else self.configs.get(1, self.configs[0])
+
+    # -- the search ----------------------------------------------------------------------
+    def start(self) -> ScaleWalk:
+        """Steps 1-3: K = 0, the node agent on the trainer, then on one worker; the walk."""
+        env = self.env
+        walk = ScaleWalk(env, self.objective, self.config_for, budget_s=self.budget_s)
+        walk.go(0)
+        if meets(walk.best):
+            return walk
+        self.configs[0], _ = self.node_tuner(env, 0)
+        walk.go(0)
+        if meets(walk.best):
+            return walk
+        if walk.cap >= 1:
+            seconds = env.set_workers(1)
+            walk.startups.append(seconds)
+            self.configs[1], self.node_rate = self.node_tuner(env, 1)
+            walk.node_rate = self.node_rate
+            walk.go(1)
+        return walk
+
+    def decide(self, walk: ScaleWalk, on_step: Callable | None = None) -> ScaleWalk:
+        """Step 4: the cluster agent's moves until it stops, the moves or the budget end."""
+        while not (walk.best.workers == 0 and meets(walk.best)):
+            obs, mask = walk.observe()
+            if not mask[1:].any():
+                break
+            a = self.choose(obs, mask)
+            stopped, _ = walk.step(a)
+            if on_step is not None:
+                on_step(obs, a, walk, stopped)
+            if stopped:
+                break
+        return walk
+
+    def search(self) -> ScaleOutcome:
+        t0 = self.env.clock()
+        walk = self.decide(self.start())
+        walk.settle()
+        self.outcome = _outcome("intunex", walk, walk.best, t0)
+        return self.outcome
+
+    # -- adaptation -------------------------------------------------------------------------
+    def redecide(self, m: ClusterMeasurement, reason: str) -> ScaleOutcome:
+        """A new decision on K from the current state (the node configs are kept)."""
+        t0 = self.env.clock()
+        walk = ScaleWalk(self.env, self.objective, self.config_for, budget_s=self.budget_s,
+                         node_rate=self.node_rate)
+        walk.record(m)
+        self.decide(walk)
+        walk.settle()
+        out = _outcome("intunex", walk, walk.best, t0)
+        self.decisions.append({"clock": t0, "reason": reason, "from_workers": m.workers,
+                               "to_workers": out.workers, "demand": m.demand})
+        self.outcome = out
+        return out
+
+    def watch(self, until_s: float) -> list[dict]:
+        """Keep measuring the pick until the clock reads ``until_s``; re-decide K when the
+        demand moves by more than ``REDECIDE_DEMAND`` or a worker is lost."""
+        if self.outcome is None:
+            self.search()
+        while self.env.clock() < until_s:
+            want, demand = self.outcome.workers, self.outcome.pick.demand
+            m = self.env.measure(self.config_for(self.env.workers()))
+            if m.workers < want:
+                self.redecide(m, f"lost {want - m.workers} worker(s)")
+            elif abs(math.log(max(m.demand, 1e-9) / demand)) > math.log1p(REDECIDE_DEMAND):
+                self.redecide(m, f"demand {demand:,.0f} -> {m.demand:,.0f} records/s")
+        return self.decisions
+
+
+def run_scaleout(env: ClusterEnv, method: str = "intunex", *, objective: Objective = Objective(),
+                 budget_s: float = BUDGET_S, seed: int | None = 0, policy_state=None,
+                 node_policy=None) -> ScaleOutcome:
+    """Pick K and the per-worker config of ``env``'s job with ``method`` within ``budget_s``.
+
+    ``method`` is ``intunex`` (the cluster agent with the node agent nested) or one of
+    :data:`~intune_flow.scaleout.baselines.BASELINES`.
+    """
+    from .baselines import BASELINES
+    if method == "intunex":
+        return ScaleOut(env, objective, budget_s=budget_s, policy_state=policy_state,
+                        node_policy=node_policy, seed=seed).search()
+    if method not in BASELINES:
+        raise ValueError(f"unknown scale-out method {method!r}; choose intunex or one of "
+                         f"{sorted(BASELINES)}")
+    t0 = env.clock()
+    walk = ScaleWalk(env, objective, lambda k: env.space.autotune(), budget_s=budget_s)
+    pick = BASELINES[method](walk, np.random.default_rng(seed))
+    if env.workers() != pick.workers:
+        env.set_workers(pick.workers)
+    walk.spend()
+    return _outcome(method, walk, pick, t0)
+
+
+METHODS = ("intunex", "fixed_2", "fixed_8", "fixed_32", "scale_until_flat", "demand_match",
+           "utilization", "optuna")

@@ -1,0 +1,73 @@
+"""The cluster agent and the baselines on hand-made jobs: decisions that can be worked out by
+hand, adaptation to a new demand and to lost workers, the policy file's safe loading."""
+
+import numpy as np
+import pytest
+
+from intune_flow.agent.policy_io import PolicyError
+from intune_flow.scaleout.cost import Objective
+from intune_flow.scaleout.policy_io import (cluster_policy_from_bytes, load_cluster_policy,
+                                            save_cluster_policy)
+from intune_flow.scaleout.search import ScaleOut, run_scaleout
+from intune_flow.sim.cluster_env import SimClusterEnv
+from tests.cluster_jobs import job_of, line_pipeline
+
+# 1e5 records/s per worker (and on the trainer alone), linear scaling: K = D / 1e5 is the oracle.
+JOB = job_of(line_pipeline(), demand=4e5, noise=0.0)
+
+
+def test_the_shipped_cluster_policy_loads_safely_and_bad_files_are_refused(tmp_path):
+    state = load_cluster_policy()
+    path = tmp_path / "c.safetensors"
+    save_cluster_policy(state, path, {"steps": 1})
+    again = load_cluster_policy(path)
+    assert set(again) == set(state) and all(np.array_equal(again[k], state[k]) for k in state)
+    assert path.with_suffix(".json").exists()
+    with pytest.raises(PolicyError):
+        cluster_policy_from_bytes(path.read_bytes()[:50])
+    with pytest.raises(PolicyError):
+        cluster_policy_from_bytes(b"\x80\x04pickle")
+    bad = dict(state)
+    bad["body.0.weight"] = bad["body.0.weight"][:, :3]
+    with pytest.raises(PolicyError):
+        save_cluster_policy(bad, tmp_path / "bad.safetensors")
+
+
+@pytest.mark.parametrize("method,want", [("demand_match", 4), ("scale_until_flat", 4),
+                                         ("fixed_2", 2), ("fixed_32", 16)])
+def test_baselines_pick_what_their_rule_says(method, want):
+    out = run_scaleout(SimClusterEnv(JOB, seed=0), method)
+    assert out.workers == want
+
+
+def test_the_utilization_rule_grows_while_workers_are_busy_and_optuna_keeps_the_budget():
+    util = run_scaleout(SimClusterEnv(JOB, seed=0), "utilization")
+    assert util.workers >= 4 and util.pick.worker_util <= 0.81
+    env = SimClusterEnv(JOB, seed=0)
+    opt = run_scaleout(env, "optuna", budget_s=300)
+    assert opt.seconds <= 300 + JOB.startup_s * 1.3 and len(opt.history) >= 3
+    assert opt.value == min(h["value"] for h in opt.history)
+
+
+def test_the_agent_finds_the_oracle_k_and_leaves_the_cluster_running_it():
+    env = SimClusterEnv(JOB, seed=0)
+    out = run_scaleout(env, "intunex", budget_s=1800)
+    assert out.workers == 4 and env.workers() == 4
+    assert out.pick.trainer_wait <= 0.01 and out.pick_seconds <= out.seconds <= 1800 + 60
+    # The throughput objective under a cap of 2 takes all it may.
+    capped = run_scaleout(SimClusterEnv(JOB, seed=0), "intunex",
+                          objective=Objective("throughput", max_workers=2))
+    assert capped.workers == 2
+
+
+def test_the_agent_re_decides_k_when_the_demand_doubles_and_when_workers_are_lost():
+    env = SimClusterEnv(JOB, seed=0, events=[(1500.0, "demand", 8e5), (3000.0, "lose", 3)])
+    search = ScaleOut(env, budget_s=1200)
+    first = search.search()
+    assert first.workers == 4 and env.clock() < 1500
+    decisions = search.watch(until_s=4500)
+    assert [d["reason"].split()[0] for d in decisions] == ["demand", "lost"]
+    grow, restore = decisions
+    assert grow["from_workers"] == 4 and grow["to_workers"] == 8
+    assert restore["from_workers"] == 5 and restore["to_workers"] == 8
+    assert env.workers() == 8
