@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test test-fast bench-quick clean
+.PHONY: setup demo test test-unit test-fast bench-quick clean
 
 $(BIN)/intune-flow: pyproject.toml constraints.txt
 	@command -v uv >/dev/null 2>&1 || $(PY) -m pip install -q uv
@@ -20,7 +20,10 @@ demo: setup  ## the nightly retraining demo, run twice: the second night hits th
 test: setup  ## the whole test suite, slow cases included
 	$(BIN)/python -m pytest -q
 
-test-fast: setup
+test-unit: setup  ## the fast unit subset: no TensorFlow, no servers (under 2 minutes)
+	$(BIN)/python -m pytest -q tests/unit
+
+test-fast: setup  ## everything but the slow cases
 	$(BIN)/python -m pytest -q -m "not slow"
 
 bench-quick: setup
