@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
@@ -63,12 +62,11 @@ def test_unknown_option_is_rejected_by_argparse():
 
 
 def test_timeout_s_bounds_a_hanging_factory_and_tune_falls_back(tmp_path):
-    started = time.monotonic()
     proc = _cli("tune", "tests.test_cli_errors:hanging_factory", "--timeout-s", "1",
                 "--budget-s", "2", "--cache", str(tmp_path / "cache"), "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout)
     assert result["source"] == "fallback"
-    # tune()'s own bound is 60 s: "1s" says --timeout-s reached tune()
+    # tune()'s own bound is 60 s: "1s" says --timeout-s reached tune() (a CLI that hung
+    # instead would be stopped by _cli's subprocess timeout and fail the test)
     assert "did not return within 1s" in result["reason"], result["reason"]
-    assert time.monotonic() - started < 60
