@@ -105,7 +105,9 @@ def test_a_module_the_dag_processor_cannot_find_is_left_to_the_worker():
     assert op.pipeline == "only_on_the_workers:factory"
 
 
-def test_templated_arguments_are_checked_when_rendered_not_at_parse():
+def test_templated_arguments_are_not_checked_at_parse_and_are_template_fields():
+    # Their rendered values are checked in the task: test_airflow_runs.py,
+    # test_a_bad_templated_argument_is_checked_when_rendered_and_not_retried.
     from intune_flow.airflow import InTuneOperator
 
     op = InTuneOperator(task_id="t", pipeline="{{ params.pipeline }}", budget_s="{{ params.b }}",

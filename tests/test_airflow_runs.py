@@ -73,17 +73,39 @@ def test_strict_turns_a_tuning_failure_into_a_failed_task(operator_dag, tmp_path
     assert task_states(run)["tune"] == "failed"
 
 
-def test_a_configuration_error_fails_at_once_without_retries(operator_dag, tmp_path, capfd):
-    """The DAG gives the task two retries; a factory the module lacks is not worth them."""
-    run = run_dag(operator_dag, "intune_operator_retries", {"cache": str(tmp_path / "cache")})
-    assert run.state == "failed"
+def _tune_try(run):
+    """The tune task's (state, try_number, max_tries)."""
     from airflow.utils.session import create_session
 
     with create_session() as session:
         ti = run.get_task_instance("tune", session=session)
-        assert (str(ti.state), ti.try_number, ti.max_tries) == ("failed", 1, 2)
+        return str(ti.state), ti.try_number, ti.max_tries
+
+
+def test_a_configuration_error_fails_at_once_without_retries(operator_dag, tmp_path, capfd):
+    """The DAG gives the task two retries; a factory the module lacks is not worth them."""
+    run = run_dag(operator_dag, "intune_operator_retries", {"cache": str(tmp_path / "cache")})
+    assert run.state == "failed"
+    assert _tune_try(run) == ("failed", 1, 2)
     out = capfd.readouterr().out
     assert "no_such_factory" in out and "a configuration error: not retried" in out
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"budget_s": -5}, "budget_s must be a positive"),
+    ({"cache": "gopher://x/y"}, "is not supported"),
+])
+def test_a_bad_templated_argument_is_checked_when_rendered_and_not_retried(
+        operator_dag, tmp_path, capfd, params, message):
+    """Parse time cannot check a Jinja template; the rendered value is checked in the task,
+    and a bad one fails it as a configuration error, without the DAG's two retries."""
+    run = run_dag(operator_dag, "intune_operator_retries",
+                  {"pipeline": "tests.test_airflow_support:fetch_pipeline",
+                   "cache": str(tmp_path / "cache"), **params})
+    out = capfd.readouterr().out
+    assert run.state == "failed", out[-3000:]
+    assert _tune_try(run) == ("failed", 1, 2), out[-3000:]
+    assert message in out and "a configuration error: not retried" in out
 
 
 def test_taskflow_tunes_and_trains_in_one_task(taskflow_dag, tmp_path):
@@ -214,13 +236,6 @@ def test_a_missing_connection_is_a_clear_error(operator_dag, tmp_path, capfd):
                   conf(cache="s3://some-bucket/x", aws_conn_id="no_such_conn"))
     assert run.state == "failed"
     assert "Airflow connection 'no_such_conn' could not be read" in capfd.readouterr().out
-
-
-def test_arguments_module_knows_the_same_methods_as_tune():
-    from intune_flow.airflow.arguments import METHODS
-    from intune_flow.tune import METHODS as TUNE_METHODS
-
-    assert tuple(METHODS) == tuple(TUNE_METHODS)
 
 
 @pytest.mark.slow

@@ -67,5 +67,6 @@ def test_timeout_s_bounds_a_hanging_factory_and_tune_falls_back(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout)
     assert result["source"] == "fallback"
-    # tune()'s own bound is 60 s: "1 s" says --timeout-s reached tune()
+    # tune()'s own bound is 60 s: "1 s" says --timeout-s reached tune() (a CLI that hung
+    # instead would be stopped by _cli's subprocess timeout and fail the test)
     assert "did not return within 1 s" in result["reason"], result["reason"]

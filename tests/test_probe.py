@@ -12,9 +12,11 @@ import tensorflow as tf
 
 from intune_flow import KnobError
 from intune_flow.env import TuningEnv
+from intune_flow.pipeline import Pipeline
 from intune_flow.probe import probe
 from intune_flow.real_env import PipelineEnv
 from intune_flow.resources import RSS_MARGIN, current_rss
+from tests.concurrency import InFlight
 
 RELEASE = threading.Event()  # set at the end of the session: unblocks "forever" stages
 
@@ -25,10 +27,14 @@ def _release_blocked_threads():
     RELEASE.set()
 
 
-def sleepy(knobs, delay_ms=5.0, batch_size=16, n=None):
+def sleepy(knobs, delay_ms=5.0, batch_size=16, n=None, in_flight=None):
     """Each element costs one blocking ``delay_ms`` call: parallelism (and threads) pay."""
     def work(i):
-        time.sleep(delay_ms / 1000.0)
+        if in_flight is None:
+            time.sleep(delay_ms / 1000.0)
+        else:
+            with in_flight:
+                time.sleep(delay_ms / 1000.0)
         return np.full([4], i, dtype=np.float32)
 
     ds = tf.data.Dataset.range(n if n is not None else 10**9)
@@ -94,17 +100,26 @@ def test_measurement_fields_and_release():
     assert not set(_probe_threads()) - abandoned_earlier, "the probe left its worker running"
 
 
-def test_parallelism_and_threadpool_raise_latency_bound_throughput():
-    one = probe(sleepy, {"read": 1, "threadpool": 1}, window_s=1.5, warmup_s=0.3)
-    many = probe(sleepy, {"read": 16, "threadpool": 16}, window_s=1.5, warmup_s=0.3)
-    assert one.ok and many.ok
-    assert many.records_per_s > 3 * one.records_per_s
+def test_parallelism_and_threadpool_put_blocking_calls_in_flight_together():
+    # What the knobs do to a latency-bound stage: how many 5 ms calls wait at once. (What
+    # that is worth in records/s is the benchmarks' business: benchmarks/real_pipelines.py.)
+    def peak_in_flight(config):
+        calls = InFlight()
+        p = Pipeline(lambda knobs: sleepy(knobs, in_flight=calls))
+        p.stages        # located by builds with other values of each knob: not counted
+        calls.reset()
+        m = probe(p, config, window_s=1.0, warmup_s=0.2)
+        assert m.ok, m.error
+        return calls.peak
+
+    assert peak_in_flight({"read": 1, "threadpool": 1}) == 1
+    assert 4 <= peak_in_flight({"read": 16, "threadpool": 16}) <= 16   # <= num_parallel_calls
 
 
-def test_oom_when_ram_budget_is_below_current_rss():
-    m = probe(sleepy, window_s=5, ram_budget=current_rss() // 2)
+@pytest.mark.timeout(120)   # a window the test never waits out: only an early stop passes
+def test_oom_when_ram_budget_is_below_current_rss_stops_before_the_window():
+    m = probe(sleepy, window_s=3600, ram_budget=current_rss() // 2)
     assert m.status == "oom" and "RAM budget" in m.error
-    assert m.seconds < 5  # stopped early, not after the window
 
 
 def test_oom_stops_a_leaking_pipeline_within_budget_plus_margin():
@@ -209,7 +224,9 @@ def process_workers(knobs, hold_mib=0):
 def test_process_workers_count_in_cpu_and_in_the_ram_guard():
     busy = probe(process_workers, {"map": 2}, window_s=1.5, warmup_s=0.5)
     assert busy.status == "ok", busy.error
-    assert busy.cpu_util > 0.3        # two busy workers on the budget's cores; 0.02 unseen
+    # Two busy workers on the budget's cores read ~0.5-1.0 on an idle machine and 0.02 if
+    # their CPU went unseen; 0.1 leaves room for a machine other jobs keep busy.
+    assert busy.cpu_util > 0.1
     # Each worker holds 400 MiB of its own: the guard sees them and stops the config.
     budget = current_rss() + 300 * 2**20
     held = probe(lambda knobs: process_workers(knobs, hold_mib=400), {"map": 2},

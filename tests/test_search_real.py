@@ -65,5 +65,5 @@ def test_intune_on_a_real_latency_bound_pipeline_grows_the_blocking_stage_and_me
     assert jump == rebalanced(env.space, first)
     assert jump["read"] > 1 and jump["threadpool"] >= jump["read"]
     assert sum(set(m.config.values()) == {AUTOTUNE} for m in out.history) >= 1
-    # Blocking 5 ms calls: four times the calls deliver far more than one.
-    assert out.best.throughput >= 2.5 * out.start.throughput
+    # What the jump buys in records/s is measured by benchmarks/real_pipelines.py (case
+    # "latency"), not asserted here: on a busy machine two probes cannot be compared.

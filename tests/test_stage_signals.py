@@ -80,8 +80,7 @@ def test_more_read_calls_lower_its_busy_share():
     one = probe(slow_then_cheap, {**config, "read": 1}, window_s=1.0, warmup_s=0.3)
     many = probe(slow_then_cheap, {**config, "read": 32}, window_s=1.0, warmup_s=0.3)
     assert one.ok and many.ok
-    # 32 sleeping calls deliver more than one does, and no longer all wait at once.
-    assert many.throughput > 3 * one.throughput
+    # 32 sleeping calls no longer all wait at once: the stage is no longer what waits.
     assert many.stage_signals["read"] < one.stage_signals["read"]
 
 

@@ -90,9 +90,11 @@ with DAG(
     catchup=False,
     default_args={"retries": 2, "retry_delay": pendulum.duration(seconds=0)},
     params={"pipeline": Param("tests.test_airflow_support:no_such_factory", type="string"),
+            "budget_s": Param(3, type="number"),
             "cache": Param(None, type=["null", "string"])},
     render_template_as_native_obj=True,
 ) as retries_dag:
-    # Templated, so the parse check leaves the (misspelled) factory to the run.
-    InTuneOperator(task_id="tune", pipeline="{{ params.pipeline }}", budget_s=3, window_s=0.5,
-                   cache="{{ params.cache }}")
+    # Templated, so the parse check leaves the (misspelled) factory, and any bad value a run
+    # passes in its params, to the run.
+    InTuneOperator(task_id="tune", pipeline="{{ params.pipeline }}",
+                   budget_s="{{ params.budget_s }}", window_s=0.5, cache="{{ params.cache }}")
