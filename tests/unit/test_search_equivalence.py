@@ -5,7 +5,7 @@ statuses, the best config and its throughput, the stop reason, the step count an
 notes (``extra``). It
 was generated before search/ and agent/ were restructured, and a refactor must keep it.
 Regenerate it only for a deliberate change of behaviour, and say so in the commit:
-``.venv/bin/python -m tests.test_search_equivalence``.
+``.venv/bin/python -m tests.unit.test_search_equivalence``.
 """
 
 from __future__ import annotations
