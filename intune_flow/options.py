@@ -141,11 +141,6 @@ class TuneOptions:
         """Keyword arguments for ``tune(options.pipeline, **options.tune_kwargs())``."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "pipeline"}
 
-    def replace(self, **changes) -> "TuneOptions":
-        """A copy with ``changes`` coerced and validated like the rest."""
-        raw = {f.name: getattr(self, f.name) for f in fields(self)}
-        return TuneOptions.parse({**raw, **changes})
-
     @property
     def pipeline_name(self) -> str:
         """The pipeline as text: its reference, or ``module:qualname`` of a callable."""
