@@ -25,8 +25,8 @@ _ACTOR_CLASS = None
 
 
 def _actor_class(ray):
-    """The actor class, defined once Ray is imported (a module-level ``@ray.remote`` would
-    make importing this module need Ray)."""
+    """The actor class, made remote once Ray is imported (a module-level ``@ray.remote``
+    would make importing this module need Ray); each actor sets its CPUs with ``options``."""
     global _ACTOR_CLASS
     if _ACTOR_CLASS is None:
         class TFDataWorker:
@@ -51,7 +51,7 @@ def _actor_class(ray):
             def ping(self) -> int:
                 return os.getpid()
 
-        _ACTOR_CLASS = TFDataWorker
+        _ACTOR_CLASS = ray.remote(TFDataWorker)
     return _ACTOR_CLASS
 
 
@@ -128,8 +128,8 @@ class RayPool(WorkerPool):
 
     def _launch(self, info: WorkerInfo) -> None:
         ray = self._ray
-        actor = ray.remote(num_cpus=self.cores_per_worker, max_restarts=0)(
-            _actor_class(ray)).remote()
+        actor = _actor_class(ray).options(num_cpus=self.cores_per_worker,
+                                          max_restarts=0).remote()
         info.cores = self.cores_per_worker
         info.handle = {"actor": actor,
                        "ref": actor.start.remote(self.dispatcher_address, self.heartbeat_ms)}
