@@ -61,3 +61,8 @@ def _without_traceback(text: str) -> str:
     last = raised[-1] if raised else ""
     head = head.strip()
     return head if not last or last in head else f"{head} ({last})".strip()
+
+
+class WorkerPoolError(IntuneError):
+    """A worker pool (tf.data service workers: local processes or Ray actors) could not start
+    its workers, lost them, or its engine (Ray) is missing or unreachable."""

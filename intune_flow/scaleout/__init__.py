@@ -5,7 +5,9 @@
   :class:`ClusterMeasurement`;
 * :mod:`.cost`: prices and the objective (cost per million records, or throughput);
 * :mod:`.search`: :func:`run_scaleout` and :class:`ScaleOut` (search, then watch and
-  re-decide), the agent's :mod:`.walk` over K and the :mod:`.baselines`.
+  re-decide), the agent's :mod:`.walk` over K and the :mod:`.baselines`;
+* :mod:`.pools`: real tf.data service workers (local processes, Ray actors) and
+  :mod:`.worker_side`: the check that no Python callback runs on a worker.
 
 None of these import torch: the cluster agent's network loads when a search needs it.
 """

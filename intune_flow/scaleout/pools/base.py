@@ -1,0 +1,304 @@
+"""The worker pool contract, written once; :mod:`.local` and :mod:`.ray` implement it.
+
+A :class:`WorkerPool` runs tf.data service workers (``WorkerServer``) for one training job.
+
+* **A context manager.** ``with pool:`` starts the pool's ``DispatchServer`` in the calling
+  (trainer) process; leaving the block stops every worker the pool started and the
+  dispatcher, whether the block returned, raised, or the process got ``SIGTERM`` or
+  ``KeyboardInterrupt``. ``start``/``stop`` work without ``with`` too (then call ``stop``
+  in ``finally``; an ``atexit`` hook stops a pool left running at interpreter exit).
+* **start(k) / resize(k)** start or stop workers until ``k`` run (``0 <= k <= max_workers``)
+  and return once each new worker has registered with the dispatcher. The wait is bounded by
+  ``registration_timeout_s``: it polls the workers and the dispatcher (no fixed sleeps);
+  a worker that exits or never registers stops the workers started by that call and raises
+  :class:`~intune_flow.errors.WorkerPoolError` naming the timeout and the fix.
+* **stop()** stops every worker the pool started (a grace period, then by force) and the
+  dispatcher; idempotent; never raises for a worker that is already gone.
+* **target**: the dispatcher address for
+  ``ds.apply(tf.data.experimental.service.distribute(..., service=pool.target))``;
+  **workers**: how many of the pool's workers are alive now (fewer than asked after a loss);
+  **worker_info**: one :class:`WorkerInfo` per running worker (address, pid, cores, node).
+* ``SIGTERM``: while a pool runs, a ``SIGTERM`` whose handler is still the default is turned
+  into ``SystemExit(143)`` in the main thread, so ``with`` blocks and ``finally`` clauses
+  stop the workers; a handler installed by someone else (Airflow, Metaflow) is left alone.
+
+What the service guarantees when a worker dies (``docs/scaleout.md``): ``parallel_epochs``
+every surviving worker still produces its whole epoch; ``distributed_epoch`` each element at
+most once (the splits the lost worker held are lost, nothing is repeated).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import OptionsError, WorkerPoolError
+
+#: How often a worker tells the dispatcher it is alive (and learns of new tasks).
+HEARTBEAT_MS = 1000
+#: How long the dispatcher waits for a heartbeat before it considers a worker missing.
+WORKER_TIMEOUT_MS = 10_000
+
+
+@dataclass
+class WorkerInfo:
+    """One running worker of a pool."""
+
+    index: int
+    address: str = ""                 # host:port of its WorkerServer
+    pid: int | None = None            # its process (a Ray actor's worker process for Ray)
+    cores: tuple[int, ...] | int = 1  # pinned cores (local) or reserved CPUs (Ray)
+    node: str = "127.0.0.1"           # the host it runs on
+    started_s: float = 0.0            # seconds from launch to registration
+    handle: Any = field(default=None, repr=False, compare=False)
+
+
+class WorkerPool:
+    """Base class of the worker pools; the module docstring is the contract."""
+
+    kind = "base"
+
+    def __init__(self, max_workers: int, *, cores_per_worker: int = 1,
+                 registration_timeout_s: float = 120.0, stop_timeout_s: float = 10.0,
+                 dispatcher_address: str | None = None, heartbeat_ms: int = HEARTBEAT_MS,
+                 worker_timeout_ms: int = WORKER_TIMEOUT_MS):
+        if not isinstance(max_workers, int) or isinstance(max_workers, bool) or max_workers < 1:
+            raise OptionsError(f"max_workers={max_workers!r}: give a whole number of workers >= 1")
+        if not isinstance(cores_per_worker, int) or cores_per_worker < 1:
+            raise OptionsError(f"cores_per_worker={cores_per_worker!r}: give a whole number >= 1")
+        if registration_timeout_s <= 0:
+            raise OptionsError(f"registration_timeout_s={registration_timeout_s!r}: give seconds > 0")
+        self.max_workers = max_workers
+        self.cores_per_worker = cores_per_worker
+        self.registration_timeout_s = float(registration_timeout_s)
+        self.stop_timeout_s = float(stop_timeout_s)
+        self.heartbeat_ms = int(heartbeat_ms)
+        self.worker_timeout_ms = int(worker_timeout_ms)
+        self._dispatcher_address = dispatcher_address
+        self._dispatcher = None
+        self._running: list[WorkerInfo] = []
+        self._next_index = 0
+        self._lock = threading.RLock()
+        self._stopped = False
+
+    # -- the contract ---------------------------------------------------------------------
+    def __enter__(self) -> "WorkerPool":
+        self.open()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def open(self) -> "WorkerPool":
+        """Start the dispatcher in this process (and the pool's engine); idempotent."""
+        with self._lock:
+            if self._stopped:
+                raise WorkerPoolError(f"this {self.kind} pool was stopped: make a new pool")
+            if self._dispatcher is None:
+                _ACTIVE.add(self)
+                _install_sigterm()
+                try:
+                    self._open_engine()          # first: a missing engine fails fast
+                    import tensorflow as tf
+
+                    service = tf.data.experimental.service
+                    self._dispatcher = service.DispatchServer(service.DispatcherConfig(
+                        port=0, worker_timeout_ms=self.worker_timeout_ms))
+                except BaseException:
+                    self.stop()
+                    raise
+        return self
+
+    def start(self, k: int) -> "WorkerPool":
+        """Open the pool and run ``k`` workers, each registered with the dispatcher."""
+        self.open()
+        self.resize(k)
+        return self
+
+    def resize(self, k: int) -> "WorkerPool":
+        """Start or stop workers until ``k`` run; new ones are registered when this returns."""
+        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= self.max_workers:
+            raise OptionsError(f"workers={k!r}: give a whole number from 0 to max_workers="
+                               f"{self.max_workers}")
+        self.open()
+        with self._lock:
+            self._running = [w for w in self._running if self._alive(w)]
+            if k < len(self._running):
+                gone, self._running = self._running[k:], self._running[:k]
+                self._terminate(gone)
+            elif k > len(self._running):
+                self._grow(k - len(self._running))
+        return self
+
+    def stop(self) -> None:
+        """Stop every worker this pool started, then the dispatcher and the engine."""
+        with self._lock:
+            self._stopped = True
+            workers, self._running = self._running, []
+            try:
+                if workers:
+                    self._terminate(workers)
+            finally:
+                try:
+                    self._close_engine()
+                finally:
+                    dispatcher, self._dispatcher = self._dispatcher, None
+                    if dispatcher is not None:
+                        try:
+                            dispatcher._stop()
+                        except Exception:  # noqa: BLE001 - already stopped
+                            pass
+                    _ACTIVE.discard(self)
+
+    @property
+    def target(self) -> str:
+        """The dispatcher's address for ``distribute(service=...)`` (``grpc://host:port``)."""
+        if self._dispatcher is None:
+            raise WorkerPoolError(f"the {self.kind} pool is not open: use `with pool:` or "
+                                  "pool.start(k) first")
+        return self._dispatcher.target
+
+    @property
+    def dispatcher_address(self) -> str:
+        """Where workers register (``host:port``): ``dispatcher_address=`` or this process's."""
+        if self._dispatcher_address:
+            return self._dispatcher_address
+        port = self.target.rsplit(":", 1)[1]
+        return f"{self._dispatcher_host()}:{port}"
+
+    @property
+    def workers(self) -> int:
+        """How many of this pool's workers are alive now."""
+        with self._lock:
+            return sum(1 for w in self._running if self._alive(w))
+
+    @property
+    def worker_info(self) -> list[WorkerInfo]:
+        with self._lock:
+            return list(self._running)
+
+    def registered(self) -> int:
+        """How many workers the dispatcher counts (a stopped worker counts until the
+        dispatcher's ``worker_timeout_ms`` passes without its heartbeat)."""
+        return int(self._dispatcher._num_workers()) if self._dispatcher is not None else 0
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(max_workers={self.max_workers}, "
+                f"cores_per_worker={self.cores_per_worker}, running={len(self._running)})")
+
+    # -- the bounded wait, shared -------------------------------------------------------------
+    def _grow(self, n: int) -> None:
+        launched: list[WorkerInfo] = []
+        t0 = time.monotonic()
+        deadline = t0 + self.registration_timeout_s
+        try:
+            for _ in range(n):
+                info = WorkerInfo(index=self._next_index)
+                self._next_index += 1
+                launched.append(info)
+                self._launch(info)
+            pending = list(launched)
+            delay = 0.02
+            while True:
+                for info in list(pending):
+                    if self._ready(info):            # raises WorkerPoolError if it died
+                        info.started_s = time.monotonic() - t0
+                        pending.remove(info)
+                if not pending and (self._dispatcher_address
+                                    or self.registered() >= len(self._running) + n):
+                    break
+                if time.monotonic() >= deadline:
+                    raise WorkerPoolError(
+                        f"{len(pending) or n} of {n} {self.kind} worker(s) did not register with "
+                        f"the tf.data dispatcher at {self.dispatcher_address} within "
+                        f"registration_timeout_s={self.registration_timeout_s:g} s (the "
+                        f"dispatcher counts {self.registered()}). Fix: check that workers "
+                        "can reach that address (pass dispatcher_address= with the trainer's "
+                        "routable host:port), that there are free CPUs for them"
+                        f"{self._capacity_hint()}, or raise registration_timeout_s."
+                        f"{self._diagnose(pending[0] if pending else launched[0])}")
+                time.sleep(delay)
+                delay = min(delay * 1.5, 0.25)
+        except BaseException:
+            self._terminate(launched)
+            raise
+        self._running.extend(launched)
+
+    # -- what an implementation provides -----------------------------------------------------
+    def _open_engine(self) -> None:
+        """Start or connect to the engine that runs workers (nothing for local processes)."""
+
+    def _close_engine(self) -> None:
+        """Undo :meth:`_open_engine`."""
+
+    def _dispatcher_host(self) -> str:
+        return "localhost"
+
+    def _launch(self, info: WorkerInfo) -> None:
+        """Start one worker without waiting; fill ``info.handle``."""
+        raise NotImplementedError
+
+    def _ready(self, info: WorkerInfo) -> bool:
+        """Whether the worker has registered (filling ``info``); raise if it died."""
+        raise NotImplementedError
+
+    def _alive(self, info: WorkerInfo) -> bool:
+        raise NotImplementedError
+
+    def _terminate(self, workers: list[WorkerInfo]) -> None:
+        """Stop these workers: gracefully, then by force; never raise for one already gone."""
+        raise NotImplementedError
+
+    def _diagnose(self, info: WorkerInfo) -> str:
+        """A sentence about why ``info`` did not register (its log), or ''."""
+        return ""
+
+    def _capacity_hint(self) -> str:
+        return ""
+
+
+# -- SIGTERM and interpreter exit: stop whatever pools still run ------------------------------
+_ACTIVE: "weakref.WeakSet[WorkerPool]" = weakref.WeakSet()
+_SIGTERM_LOCK = threading.Lock()
+_SIGTERM_INSTALLED = False
+
+
+def _on_sigterm(signum, frame):
+    """SIGTERM while pools run: raise in the main thread so ``with``/``finally`` stop them."""
+    raise SystemExit(128 + signal.SIGTERM)
+
+
+def _install_sigterm() -> None:
+    global _SIGTERM_INSTALLED
+    with _SIGTERM_LOCK:
+        if _SIGTERM_INSTALLED or threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+                signal.signal(signal.SIGTERM, _on_sigterm)
+            _SIGTERM_INSTALLED = True
+        except (ValueError, OSError):   # not the main interpreter / thread
+            pass
+
+
+@atexit.register
+def _stop_all() -> None:
+    for pool in list(_ACTIVE):
+        try:
+            pool.stop()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+def cpu_share(index: int, cores_per_worker: int, available: list[int] | None = None) -> tuple[int, ...]:
+    """The cores worker ``index`` is pinned to: consecutive shares of this process's CPUs,
+    round-robin when workers x cores exceed them (workers then share cores)."""
+    cpus = sorted(available if available is not None else os.sched_getaffinity(0))
+    n = len(cpus)
+    return tuple(sorted({cpus[(index * cores_per_worker + j) % n] for j in range(cores_per_worker)}))

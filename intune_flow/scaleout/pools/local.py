@@ -1,0 +1,103 @@
+"""Workers as local subprocesses on loopback, each pinned to its share of the cores."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ...errors import WorkerPoolError
+from .base import WorkerInfo, WorkerPool, cpu_share
+
+
+class LocalProcessPool(WorkerPool):
+    """``max_workers`` ``WorkerServer`` subprocesses (``python -m intune_flow.scaleout.worker``)
+    on 127.0.0.1, worker ``i`` pinned to ``cores_per_worker`` cores (round-robin over this
+    process's CPUs: with more workers than cores they share). Each runs in its own process
+    group and gets ``SIGKILL`` when the thread that started it dies (``PR_SET_PDEATHSIG``:
+    start pools from a thread that outlives them, e.g. the main thread); ``stop`` sends
+    ``SIGTERM`` to its group, waits ``stop_timeout_s``, then ``SIGKILL``. Logs and readiness
+    files live in a temp dir the pool removes on ``stop``."""
+
+    kind = "local"
+
+    def __init__(self, max_workers: int, cores_per_worker: int = 1, **kwargs):
+        super().__init__(max_workers, cores_per_worker=cores_per_worker, **kwargs)
+        self._dir: Path | None = None
+
+    def _open_engine(self) -> None:
+        self._dir = Path(tempfile.mkdtemp(prefix="intune-workers-"))
+
+    def _close_engine(self) -> None:
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def _launch(self, info: WorkerInfo) -> None:
+        cores = cpu_share(info.index, self.cores_per_worker)
+        ready = self._dir / f"worker-{info.index}.json"
+        log = open(self._dir / f"worker-{info.index}.log", "wb")
+        cmd = [sys.executable, "-m", "intune_flow.scaleout.worker",
+               "--dispatcher", self.dispatcher_address, "--port", "0", "--host", "127.0.0.1",
+               "--cores", ",".join(map(str, cores)), "--parent-pid", str(os.getpid()),
+               "--ready-file", str(ready), "--heartbeat-ms", str(self.heartbeat_ms)]
+        try:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True,
+                                    close_fds=True)
+        finally:
+            log.close()
+        info.pid, info.cores, info.node = proc.pid, cores, "127.0.0.1"
+        info.handle = {"proc": proc, "ready": ready}
+
+    def _ready(self, info: WorkerInfo) -> bool:
+        proc, ready = info.handle["proc"], info.handle["ready"]
+        if proc.poll() is not None:
+            raise WorkerPoolError(
+                f"local worker {info.index} (pid {proc.pid}) exited with status "
+                f"{proc.returncode} before it registered with the dispatcher at "
+                f"{self.dispatcher_address}.{self._diagnose(info)} Fix: run "
+                f"`{sys.executable} -m intune_flow.scaleout.worker --help` in this environment "
+                "and check that TensorFlow imports there.")
+        if not ready.exists():
+            return False
+        data = json.loads(ready.read_text())
+        info.address = data["address"]
+        return True
+
+    def _alive(self, info: WorkerInfo) -> bool:
+        return info.handle is not None and info.handle["proc"].poll() is None
+
+    def _terminate(self, workers: list[WorkerInfo]) -> None:
+        procs = [w.handle["proc"] for w in workers if w.handle is not None]
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for proc in procs:
+                if proc.poll() is None:
+                    try:
+                        os.killpg(proc.pid, sig)
+                    except ProcessLookupError:
+                        pass
+            deadline = time.monotonic() + (self.stop_timeout_s if sig == signal.SIGTERM else 30)
+            for proc in procs:
+                try:
+                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
+            if all(p.poll() is not None for p in procs):
+                return
+
+    def _diagnose(self, info: WorkerInfo) -> str:
+        if self._dir is None:
+            return ""
+        try:
+            lines = (self._dir / f"worker-{info.index}.log").read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        lines = [ln for ln in lines if ln.strip()][-3:]
+        return (" Its log ends: " + " | ".join(ln.strip()[:300] for ln in lines)) if lines else ""

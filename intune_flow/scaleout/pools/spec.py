@@ -1,0 +1,68 @@
+"""Worker pool specs: ``"local:4"``, ``"local:4x1"``, ``"ray:8x2"``, ``"ray://host:10001:8"``."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ...errors import OptionsError
+
+SPEC_HELP = ("expected 'local:N' or 'local:NxC' (N local worker processes of C cores), "
+             "'ray:NxC' (N Ray actors of C CPUs on a local Ray) or 'ray://HOST:PORT:N[xC]' "
+             "(an existing Ray cluster); for example 'local:4x1' or 'ray:8x2'")
+
+_COUNT = r"(?P<n>\d+)(?:x(?P<c>\d+))?"
+_LOCAL = re.compile(rf"local:{_COUNT}")
+_RAY = re.compile(rf"ray:{_COUNT}")
+_RAY_ADDRESS = re.compile(rf"(?P<address>ray://[^\s:/]+:\d+):{_COUNT}")
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """A parsed worker pool spec: what :func:`make_pool` builds."""
+
+    kind: str                   # "local" | "ray"
+    max_workers: int
+    cores_per_worker: int = 1
+    address: str | None = None  # Ray only: an existing cluster; None starts a local Ray
+
+    def __str__(self) -> str:
+        count = f"{self.max_workers}x{self.cores_per_worker}"
+        return f"{self.address}:{count}" if self.address else f"{self.kind}:{count}"
+
+
+def parse_pool_spec(text: str, name: str = "workers") -> PoolSpec:
+    """Parse a pool spec; raise :class:`~intune_flow.errors.OptionsError` naming ``name``
+    and the accepted forms. Pure: imports neither TensorFlow nor Ray."""
+    if not isinstance(text, str):
+        raise OptionsError(f"{name}={text!r}: {SPEC_HELP}")
+    spec = text.strip().lower() if not text.strip().startswith("ray://") else text.strip()
+    for pattern, kind in ((_LOCAL, "local"), (_RAY, "ray"), (_RAY_ADDRESS, "ray")):
+        match = pattern.fullmatch(spec)
+        if match:
+            n, c = int(match["n"]), int(match["c"] or 1)
+            if n < 1 or c < 1:
+                raise OptionsError(f"{name}={text!r}: the worker count and cores per worker "
+                                   f"must be at least 1; {SPEC_HELP}")
+            return PoolSpec(kind, n, c, match.groupdict().get("address"))
+    raise OptionsError(f"{name}={text!r}: {SPEC_HELP}")
+
+
+def make_pool(spec, name: str = "workers", **kwargs):
+    """A :class:`~.base.WorkerPool` from a spec string, a :class:`PoolSpec`, or a pool
+    (returned as is). ``kwargs`` go to the pool (``registration_timeout_s=``, ...)."""
+    from .base import WorkerPool
+
+    if isinstance(spec, WorkerPool):
+        return spec
+    if not isinstance(spec, PoolSpec):
+        spec = parse_pool_spec(spec, name)
+    if spec.kind == "local":
+        from .local import LocalProcessPool
+
+        return LocalProcessPool(max_workers=spec.max_workers,
+                                cores_per_worker=spec.cores_per_worker, **kwargs)
+    from .ray import RayPool
+
+    return RayPool(address=spec.address, num_cpus_per_worker=spec.cores_per_worker,
+                   max_workers=spec.max_workers, **kwargs)
