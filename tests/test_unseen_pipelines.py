@@ -82,7 +82,7 @@ def test_hybrid_autotune_is_measured_and_can_be_returned():
         return [m for m in history if all(m.config[n] == AUTOTUNE for n in parallel)
                 and m.config["pool"] != AUTOTUNE]
 
-    out = run_search(env, "intune", budget_s=1e9, max_steps=6, seed=0, progress=False)
+    out = run_search(env, "intune", budget_s=1e9, max_steps=9, seed=0, progress=False)
     measured = hybrids(out.history)
     assert measured and all(m.config["prefetch"] != AUTOTUNE for m in measured)
     assert any(m is out.best for m in out.history)          # the best is one measured
