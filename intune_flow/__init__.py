@@ -22,6 +22,7 @@ _LAZY = {
     "TuneResult": ".result",
     "TuneOptions": ".options",
     "Pipeline": ".pipeline",
+    "apply_config": ".pipeline",
     "get_cache": ".cache",
 }
 

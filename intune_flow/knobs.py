@@ -196,6 +196,7 @@ class Knobs:
     def __init__(self, config: Mapping[str, int] | None = None):
         self._config = dict(config or {})
         self._declared: dict[str, Knob] = {}
+        self._records: int | None = None
 
     @property
     def space(self) -> KnobSpace:
@@ -206,6 +207,24 @@ class Knobs:
     def config(self) -> Config:
         """The values handed out so far, by knob name."""
         return {n: self._config.get(n, k.default) for n, k in self._declared.items()}
+
+    @property
+    def records(self) -> int | None:
+        """Records per element as the factory stated them (:meth:`records_per_element`)."""
+        return self._records
+
+    def records_per_element(self, n: int) -> int:
+        """State how many records (rows) one element of the pipeline holds, where intune_flow
+        would guess wrong: an element that is a block of ``n`` rows with no ``batch()`` in
+        the graph, or (``n=1``) one record whose leaves happen to share a leading dimension.
+        Not a knob: returns ``n`` unchanged, whatever the config."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise KnobError(f"records_per_element needs a positive integer, got {n!r}")
+        if self._records is not None and self._records != n:
+            raise KnobError(f"records_per_element is stated twice ({self._records} and {n}); "
+                            "state it once")
+        self._records = n
+        return n
 
     def parallelism(self, name: str, *, min: int | None = None, max: int | None = None,
                     default: int | None = None) -> int:

@@ -84,7 +84,11 @@ class PipelineDescription:
     ``fingerprint``: the policy-cache key part for framework, schema and knob space;
     ``batched`` / ``batch_size``: whether an element is a batch, and its records when
     known; ``stages``: knob -> the framework's model nodes it drives, for per-stage signals
-    ({} where the framework keeps none).
+    ({} where the framework keeps none); ``records_stated``: the factory stated its
+    records per element (``knobs.records_per_element``), so every element counts
+    ``batch_size``; ``own_options``: options intune_flow would set that the factory sets
+    itself (so no implicit knob sets them); ``warnings``: what discovery found wrong with
+    the factory's knobs (a declared knob that changes nothing in the built dataset).
     """
 
     framework: str
@@ -96,6 +100,9 @@ class PipelineDescription:
     batch_size: int | None
     stages: dict
     adapter: Adapter = field(repr=False, compare=False)
+    records_stated: bool = False
+    own_options: dict = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
 
 class Pipeline:
@@ -157,7 +164,11 @@ class Pipeline:
                 raise Hung(f"{exc}; the pipeline factory {self.name} hangs (check its inputs "
                            "and any blocking call in it)") from None
             stages, _, hung = run_bounded(lambda: self._locate_stages(desc), limit)
-            self._description = replace(desc, stages={} if hung or stages is None else stages)
+            desc = replace(desc, stages={} if hung or stages is None else stages)
+            inert, _, hung = run_bounded(lambda: self._inert_knobs(desc), limit)
+            if inert and not hung:
+                desc = replace(desc, warnings=desc.warnings + tuple(inert))
+            self._description = desc
         return self._description
 
     def _call(self, knobs: Knobs):
@@ -182,22 +193,29 @@ class Pipeline:
         ds, adapter = self._call(knobs)
         space = knobs.space
         implicit = []
-        for knob in adapter.implicit_knobs():
+        own = adapter.own_options(ds)
+        offered = adapter.implicit_knobs(ds)
+        if own:
+            self._log_own_options(own, knobs, adapter, offered)
+        for knob in offered:
             if knob.name not in space:
                 space = space.with_knob(knob)
                 implicit.append(knob.name)
-        spec, batch = adapter.spec_schema(ds), adapter.batch_size(ds)
+        stated = knobs.records
+        spec = adapter.spec_schema(ds, None if stated is None else stated > 1)
+        batch = adapter.batch_size(ds) if stated is None else stated
         del ds
         desc = PipelineDescription(framework=adapter.FRAMEWORK, space=space,
                                    implicit=tuple(implicit), schema={}, fingerprint="",
-                                   batched=False, batch_size=batch, stages={}, adapter=adapter)
+                                   batched=False, batch_size=batch, stages={}, adapter=adapter,
+                                   records_stated=stated is not None, own_options=own)
         if adapter.FRAMEWORK == "tf.data":   # torchdata replaces AUTOTUNE with values itself
             rejected = self._autotune_rejected(desc)
             if rejected:
                 desc = replace(desc, space=space.without_autotune(rejected))
         if spec is None:   # torchdata: known only from the first batch
-            spec = adapters.element_schema(self._first_element(desc),
-                                           True if batch is not None else None,
+            said = (stated > 1) if stated is not None else (True if batch is not None else None)
+            spec = adapters.element_schema(self._first_element(desc), said,
                                            adapter.LIST_IS_BATCH)
         schema, batched, static = spec
         if batch is None and (static is not None or not batched):
@@ -208,6 +226,43 @@ class Pipeline:
 
         return replace(desc, schema=schema, batched=bool(batched), batch_size=batch,
                        fingerprint=fingerprint(adapter.FRAMEWORK, schema, desc.space))
+
+    def _log_own_options(self, own: dict, knobs: Knobs, adapter, offered) -> None:
+        """One line per option the factory sets itself that an implicit knob would set."""
+        left_out = [k.name for k in adapter.implicit_knobs() if k.name not in
+                    {o.name for o in offered}]
+        values = knobs.config
+        for option, value in own.items():
+            mine = [k.name for k in knobs.space
+                    if k.kind == "threads" and values.get(k.name) == value]
+            by = f"knob {mine[0]!r}" if len(mine) == 1 else f"value {value}"
+            log.info("pipeline %s sets its own %s (%s); intune_flow adds no %s knob and leaves "
+                     "the option as the factory sets it", self.name, option, by,
+                     " or ".join(repr(n) for n in left_out) or "implicit")
+
+    def _inert_knobs(self, desc: PipelineDescription) -> list[str]:
+        """Warnings for declared knobs that change nothing in the built dataset: built at
+        their minimum and at their maximum (the rest at defaults), the two builds have the
+        same signature (tf.data: graph and options). Knobs located in a stage are not
+        built again; frameworks without signatures: []."""
+        out = []
+        for knob in desc.space:
+            if knob.name in desc.implicit or knob.min == knob.max or desc.stages.get(knob.name):
+                continue    # a knob located in a stage reaches the dataset
+            try:
+                low = desc.adapter.build_signature(self._build(desc, {knob.name: knob.min}))
+                if low is None:
+                    return out
+                high = desc.adapter.build_signature(self._build(desc, {knob.name: knob.max}))
+            except Exception:  # noqa: BLE001 - a failing build is reported by the search
+                continue
+            if low == high:
+                msg = (f"knob {knob.name!r} changes nothing in the built dataset (the same graph "
+                       f"and options at {knob.min} and {knob.max}): pipeline {self.name} declares "
+                       "it but does not pass its value to the dataset")
+                log.warning(msg)
+                out.append(msg)
+        return out
 
     def _autotune_rejected(self, desc: PipelineDescription) -> list[str]:
         """Knobs whose op rejects AUTOTUNE when built (a shuffle buffer): one dry build with
@@ -335,9 +390,27 @@ class Pipeline:
             del it, ds
 
     def records_in(self, element) -> int:
-        """Records in one element of this pipeline: its batch dimension, or 1 if unbatched."""
+        """Records in one element of this pipeline: what the factory stated
+        (``knobs.records_per_element``), else its batch dimension, or 1 if unbatched."""
         desc = self.describe()
+        if desc.records_stated:
+            return int(desc.batch_size)
         return adapters.leading_dim(element, desc.adapter.LIST_IS_BATCH) if desc.batched else 1
+
+
+def apply_config(ds, config: Mapping[str, int]):
+    """A dataset your factory built with ``Knobs(config)``, with what intune_flow sets
+    besides the factory's own knobs applied as ``result.build()`` applies it (tf.data: the
+    implicit ``threadpool`` knob as the private thread-pool size, unless the dataset sets
+    its own pool). Other frameworks: ``ds`` unchanged. So
+    ``apply_config(factory(Knobs(result.config), **kw), result.config)`` is the pipeline
+    ``result.build()`` returns."""
+    adapter = adapters.adapter_for(ds)
+    if adapter is None:
+        raise PipelineError(f"apply_config needs a {adapters.SUPPORTED}, got "
+                            f"{type(ds).__module__}.{type(ds).__qualname__}")
+    implicit = tuple(k.name for k in adapter.implicit_knobs(ds) if k.name in config)
+    return adapter.finalize(ds, dict(config), implicit)
 
 
 def _check_kwargs(factory: Callable, kwargs: Mapping[str, Any], name: str) -> None:

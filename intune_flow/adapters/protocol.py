@@ -22,8 +22,16 @@ class Adapter(Protocol):
     def is_dataset(self, obj: Any) -> bool:
         """True for a dataset of this framework (only if the framework is already imported)."""
 
-    def implicit_knobs(self) -> list[Knob]:
-        """Knobs intune_flow adds to every pipeline of this framework (tf.data: ``threadpool``)."""
+    def implicit_knobs(self, ds: Any = None) -> list[Knob]:
+        """Knobs intune_flow adds to pipelines of this framework (tf.data: ``threadpool``),
+        less those whose option the dry-built dataset ``ds`` already sets itself."""
+
+    def own_options(self, ds: Any) -> dict:
+        """Options intune_flow would set that the dataset sets itself, by option name."""
+
+    def build_signature(self, ds: Any) -> bytes | None:
+        """A comparable description of what a built dataset does (None where unavailable):
+        two builds with equal signatures run the same pipeline."""
 
     def prepare_config(self, space: KnobSpace, config: dict, cpu_budget: float) -> dict:
         """The config the factory sees (torchdata: AUTOTUNE replaced by concrete values)."""
@@ -31,8 +39,10 @@ class Adapter(Protocol):
     def finalize(self, ds: Any, config: dict, implicit: tuple[str, ...]) -> Any:
         """The built dataset with the implicit knobs applied."""
 
-    def spec_schema(self, ds: Any) -> tuple[dict, bool, int | None] | None:
-        """(schema, batched, static batch size) from the graph, None when only data tells."""
+    def spec_schema(self, ds: Any, batched: bool | None = None
+                    ) -> tuple[dict, bool, int | None] | None:
+        """(schema, batched, static batch size) from the graph, None when only data tells;
+        ``batched`` when the factory stated whether an element holds several records."""
 
     def batch_size(self, ds: Any) -> int | None:
         """Records per element when the graph says so."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 from ..knobs import AUTOTUNE, Knob
@@ -18,10 +19,22 @@ def is_dataset(obj) -> bool:
     return tf is not None and isinstance(obj, tf.data.Dataset)
 
 
-def implicit_knobs() -> list[Knob]:
+def implicit_knobs(ds=None) -> list[Knob]:
     """tf.data's private thread pool: blocking map/interleave calls (remote reads) get at most
-    this many threads; tf.data's default pool is sized to the core count."""
+    this many threads; tf.data's default pool is sized to the core count. None when the
+    dataset ``ds`` (the dry build) sets the pool itself (:func:`own_options`)."""
+    if ds is not None and own_options(ds):
+        return []
     return [Knob(THREADPOOL, "threads", 1, 256, AUTOTUNE)]
+
+
+def own_options(ds) -> dict:
+    """The options intune_flow would set that the dataset already sets itself, by name."""
+    try:
+        size = ds.options().threading.private_threadpool_size
+    except Exception:  # noqa: BLE001 - a dataset without readable options sets none
+        return {}
+    return {} if size is None else {"private_threadpool_size": int(size)}
 
 
 def prepare_config(space, config: dict, cpu_budget: float) -> dict:
@@ -29,28 +42,37 @@ def prepare_config(space, config: dict, cpu_budget: float) -> dict:
 
 
 def finalize(ds, config: dict, implicit: tuple[str, ...]):
-    """Apply options the factory does not set itself: the private thread-pool size."""
+    """Apply options the factory does not set itself: the private thread-pool size (never
+    over a pool the dataset sets itself)."""
     import tensorflow as tf
 
     size = config.get(THREADPOOL, AUTOTUNE) if THREADPOOL in implicit else AUTOTUNE
-    if size == AUTOTUNE:
+    if size == AUTOTUNE or own_options(ds):
         return ds
     options = tf.data.Options()
     options.threading.private_threadpool_size = int(size)
     return ds.with_options(options)
 
 
-def spec_schema(ds) -> tuple[dict, bool, int | None]:
+def spec_schema(ds, batched: bool | None = None) -> tuple[dict, bool, int | None]:
     """Schema from ``element_spec``: batched when leading dims are unknown (``batch()``
-    without ``drop_remainder``) or equal the size of a ``batch()`` found in the graph."""
+    without ``drop_remainder``), equal the size of a ``batch()`` found in the graph, or,
+    with no ``batch()``, are one static size above 1 shared by every leaf of a structure
+    of several (an element that is a block of rows: a row group, an object; a lone
+    tensor stays one record, as a vector or an image is). ``batched`` (the factory stated
+    its records per element) overrides the guess."""
     leaves = []
     for name, spec in flatten(ds.element_spec):
         shape = getattr(spec, "shape", None)
         dims = list(shape.as_list()) if shape is not None and shape.rank is not None else []
         leaves.append((name, getattr(getattr(spec, "dtype", None), "name", str(spec)), dims))
-    size = batch_size(ds)
-    leading = {dims[0] if dims else "scalar" for _, _, dims in leaves}
-    return normalize_schema(leaves, batched=leading == {None} or leading == {size})
+    if batched is None:
+        size = batch_size(ds)
+        leading = {dims[0] if dims else "scalar" for _, _, dims in leaves}
+        block = (size is None and len(leaves) > 1 and len(leading) == 1
+                 and isinstance(next(iter(leading)), int) and next(iter(leading)) > 1)
+        batched = leading == {None} or leading == {size} or block
+    return normalize_schema(leaves, batched=batched)
 
 
 def batch_size(ds) -> int | None:
@@ -81,3 +103,29 @@ def locate_stages(space, build_and_iterate) -> dict:
 def stage_signals(stages, before, after, seconds, config, implicit) -> dict[str, float]:
     return tfdata_stages.stage_signals(stages, before, after, seconds, config,
                                        THREADPOOL if THREADPOOL in implicit else None)
+
+
+_UNIQUE = re.compile(rb"[_:]\d+")
+
+
+def build_signature(ds) -> bytes | None:
+    """What a built dataset does, comparable between builds: its serialized graph (function
+    and py_function names made build-independent) and its options; None if unreadable."""
+    try:
+        import tensorflow as tf
+
+        policy = tf.data.experimental.ExternalStatePolicy.IGNORE
+        raw = ds._as_serialized_graph(external_state_policy=policy).numpy()
+        # Text, not bytes: map entries come sorted, and numbered names can be made
+        # build-independent without length prefixes telling them apart.
+        graph = tf.compat.v1.GraphDef.FromString(raw)
+        for node in [*graph.node, *(n for f in graph.library.function for n in f.node_def)]:
+            if "metadata" in node.attr:     # a dataset's name, numbered per process
+                del node.attr["metadata"]
+        # The function library comes in any order: sort it once names are normalized.
+        functions = sorted(_UNIQUE.sub(b"_N", str(f).encode()) for f in graph.library.function)
+        graph.ClearField("library")
+        options = ds.options()._to_proto().SerializeToString(deterministic=True)
+    except Exception:  # noqa: BLE001 - no signature: nothing is compared
+        return None
+    return b"\n".join([_UNIQUE.sub(b"_N", str(graph).encode()), *functions, options])

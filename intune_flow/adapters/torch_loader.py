@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import sys
 
-from .torchdata import (autotune_choices, finalize, implicit_knobs, locate_stages,  # noqa: F401
-                        prepare_config, snapshot, spec_schema, stage_signals)
+from .torchdata import (autotune_choices, build_signature, finalize,  # noqa: F401
+                        implicit_knobs, locate_stages, own_options, prepare_config, snapshot,
+                        spec_schema, stage_signals)
 
 FRAMEWORK = "torch.utils.data"
 LIST_IS_BATCH = False    # default_collate turns a (features, label) tuple into a list

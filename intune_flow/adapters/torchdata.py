@@ -20,8 +20,16 @@ def is_dataset(obj) -> bool:
     return bool(types) and isinstance(obj, types)
 
 
-def implicit_knobs() -> list:
+def implicit_knobs(ds=None) -> list:
     return []
+
+
+def own_options(ds) -> dict:
+    return {}
+
+
+def build_signature(ds) -> None:
+    return None  # no serializable graph: knobs are not compared by build
 
 
 def prepare_config(space, config: dict, cpu_budget: float) -> dict:
@@ -32,7 +40,7 @@ def finalize(ds, config: dict, implicit: tuple[str, ...]):
     return ds
 
 
-def spec_schema(ds):
+def spec_schema(ds, batched=None):
     return None  # known only from the first batch
 
 

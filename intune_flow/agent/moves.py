@@ -7,7 +7,9 @@ obvious, so the policy spends its measurements on what they do not:
 * :func:`smart_start`: whole-allocation jumps, by signals (:func:`rebalanced`) or, without
   them, by scaling every stage together (:func:`scaled`);
 * :func:`recover`: the memory guard for a start that does not run;
-* :func:`rescaled`: a config carried to a machine with another core count.
+* :func:`rescaled`: a config carried to a machine with another core count;
+* :func:`hybrid_autotune`: a static config with its parallelism handed to the framework's
+  own tuner (tf.data AUTOTUNE), its pool and buffers kept.
 
 Functions that measure take the :class:`~intune_flow.agent.walk.Walk` and a
 ``measure(config) -> Measurement`` and move the walk through :meth:`Walk.jump`
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from ..knobs import THREAD_KINDS, KnobSpace
+from ..knobs import AUTOTUNE, THREAD_KINDS, KnobSpace
 from ..measurement import Measurement
 
 REBALANCE_ROUNDS = 3
@@ -121,6 +123,18 @@ def rescaled(space: KnobSpace, config: dict, ratio: float) -> dict:
             want = config[k.name] * ratio
             out[k.name] = min(k.grid(), key=lambda g: abs(g - want))
     return out
+
+
+def hybrid_autotune(space: KnobSpace, config: dict) -> dict | None:
+    """``config`` with every parallelism knob that accepts AUTOTUNE at AUTOTUNE and the thread
+    pools and buffers as they are: tf.data's AUTOTUNE re-balances the stages while running,
+    which a static value cannot, but leaves the pool and buffers to whoever sets them. None
+    when that is ``config`` itself or all-AUTOTUNE (measured on their own)."""
+    cfg = {k.name: AUTOTUNE if k.kind == "parallelism" and k.autotune else config[k.name]
+           for k in space}
+    if cfg == {k.name: config[k.name] for k in space} or cfg == space.autotune():
+        return None
+    return cfg
 
 
 def bottleneck_action(space: KnobSpace, m: Measurement, mask) -> int | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..agent.moves import hybrid_autotune
 from ..knobs import THREAD_KINDS
 from .tracker import BudgetSpent, Tracker
 
@@ -34,12 +35,14 @@ def autotune(tr: Tracker, env, rng) -> None:
 
 
 def heuristic(tr: Tracker, env, rng) -> None:
-    """Plumber's HEURISTIC: every stage's parallelism (and the pool) at the core count."""
+    """Plumber's HEURISTIC: every stage's parallelism (and the pool) at the core count; on
+    tf.data also that pool with the stages at AUTOTUNE."""
     c = _cores(env)
     base = env.space.concretize(env.space.defaults(), env.cpu_budget)
     cfg = {k.name: (k.clamp(c) if k.kind in THREAD_KINDS else base[k.name])
            for k in env.space}
-    fixed_configs(tr, [cfg])
+    hybrid = hybrid_autotune(env.space, cfg) if getattr(env, "native_autotune", False) else None
+    fixed_configs(tr, [cfg] + ([hybrid] if hybrid else []))
 
 
 def hillclimb(tr: Tracker, env, rng) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..agent.moves import bottleneck_action, recover, rescaled, smart_start
+from ..agent.moves import bottleneck_action, hybrid_autotune, recover, rescaled, smart_start
 from ..agent.walk import Walk, config_key
 from .tracker import BudgetSpent, Tracker
 
@@ -57,14 +57,16 @@ def _intune(tr: Tracker, env, *, policy_state, seed, continuous, learn) -> dict:
             if env.cpu_budget != cores:
                 cores = _reallocate(tr, env, walk, cores)
             obs, mask = _observe(tr, walk, allow_stop=walk.since_improvement >= STOP_AFTER)
-            # Keep the last few measurements for a second look at the best candidates.
-            ending = not continuous and tr.measurements_left() <= CONFIRM + 0.5
+            # Keep the last few measurements for a second look at the best candidates (and,
+            # where the framework has its own tuner, one for the hybrid config).
+            ending = not continuous and tr.measurements_left() <= CONFIRM + 0.5 + _hybrid(env)
             action, end = _act(agent, walk, obs, mask, ending=ending)
             if end is not None:
                 if continuous:
                     _watch(tr, walk)
                     continue
                 tr.stop(end)
+                _measure_hybrid(tr, env, walk)
                 _confirm(tr)
                 break
             reward, _, m = walk.step(action, tr.measure)
@@ -120,6 +122,27 @@ def _measure_native_autotune(tr: Tracker, env) -> None:
     """
     if getattr(env, "native_autotune", False):
         tr.measure(env.space.autotune())
+
+
+def _hybrid(env) -> int:
+    """1 where the search measures a hybrid config at its end (tf.data), else 0."""
+    return 1 if getattr(env, "native_autotune", False) else 0
+
+
+def _measure_hybrid(tr: Tracker, env, walk: Walk) -> None:
+    """Where the framework has its own tuner, measure the walk's best with its parallelism
+    handed to it (:func:`~intune_flow.agent.moves.hybrid_autotune`) once: AUTOTUNE's run-time
+    re-balancing with the pool and buffers the walk found can beat both. Like every
+    measurement it can become the best, and the end-of-search re-measure looks at it again."""
+    if not _hybrid(env) or not walk.best.ok:
+        return
+    cfg = hybrid_autotune(env.space, walk.best.config)
+    if cfg is None:
+        return
+    try:
+        tr.measure(cfg)
+    except BudgetSpent:
+        pass
 
 
 def _reallocate(tr: Tracker, env, walk: Walk, old_cores: float) -> float:

@@ -1,0 +1,241 @@
+"""Issue 21: pipelines shaped like the unseen ones that went wrong, and config = build.
+
+* a factory that sets its own ``private_threadpool_size`` from its own knob keeps it;
+* a hybrid config (AUTOTUNE for the stages, the pool set) is measured and can be returned;
+* elements that are blocks of rows count their rows;
+* for every adapter, the factory built by hand with ``result.config`` is ``result.build()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import intune_flow
+from intune_flow import AUTOTUNE, Knobs, data
+from intune_flow.pipeline import Pipeline
+from intune_flow.probe import probe
+from intune_flow.real_env import PipelineEnv
+from intune_flow.result import TuneResult
+from intune_flow.search import run_search
+
+
+def _get(key):
+    time.sleep(0.002)       # a remote GET: waits, uses no CPU
+    return np.int64(key)
+
+
+def remote_crosses(knobs, n=100_000):
+    """Latency-bound GETs (numpy_function) and a CPU string cross, with its own pool knob and
+    a knob it declares but never uses."""
+    ds = tf.data.Dataset.range(n)
+    ds = ds.map(lambda k: tf.numpy_function(_get, [k], tf.int64),
+                num_parallel_calls=knobs.parallelism("get", max=32))
+    ds = ds.map(lambda k: tf.strings.join([tf.strings.as_string(k), "x", tf.strings.as_string(k % 7)]),
+                num_parallel_calls=knobs.parallelism("cross", max=8))
+    ds = ds.prefetch(knobs.buffer("prefetch", max=16))
+    knobs.parallelism("unused", max=8)
+    options = tf.data.Options()
+    options.threading.private_threadpool_size = knobs.threads("pool", max=64)
+    return ds.with_options(options)
+
+
+def test_factorys_own_thread_pool_is_respected(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    result = intune_flow.tune(remote_crosses, budget_s=5, method="ones", window_s=0.3,
+                              cache=str(tmp_path / "cache"))
+    p = Pipeline.load(remote_crosses)
+    assert "threadpool" not in p.space and p.implicit_knobs == ()
+    assert set(result.config) == {"get", "cross", "prefetch", "unused", "pool"}
+    assert any("sets its own private_threadpool_size (knob 'pool')" in r.getMessage()
+               and "adds no 'threadpool' knob" in r.getMessage() for r in caplog.records)
+    for pool in (result.config["pool"], 5):
+        ds = p.build({**result.config, "pool": pool})
+        assert ds.options().threading.private_threadpool_size == pool
+    assert not any("Changing the value of option private_threadpool_size" in r.getMessage()
+                   for r in caplog.records)
+    # The declared knob the dataset never sees is reported, the others are not.
+    assert [w for w in result.warnings if "changes nothing" in w] == [
+        w for w in p.describe().warnings]
+    assert len(p.describe().warnings) == 1 and "'unused'" in p.describe().warnings[0]
+
+
+def test_an_implicit_pool_never_overrides_the_factorys(caplog):
+    p = Pipeline.load(remote_crosses)
+    caplog.set_level(logging.INFO)
+    built = intune_flow.apply_config(remote_crosses(Knobs({"pool": 3})),
+                                     {"pool": 3, "threadpool": 48})
+    assert built.options().threading.private_threadpool_size == 3
+    assert p.build({"pool": 9}).options().threading.private_threadpool_size == 9
+
+
+def test_hybrid_autotune_is_measured_and_can_be_returned():
+    p = Pipeline.load(remote_crosses)
+    env = PipelineEnv(p, window_s=0.25, warmup_s=0.1)
+    parallel = [k.name for k in p.space if k.kind == "parallelism"]
+
+    def hybrids(history):
+        return [m for m in history if all(m.config[n] == AUTOTUNE for n in parallel)
+                and m.config["pool"] != AUTOTUNE]
+
+    out = run_search(env, "intune", budget_s=1e9, max_steps=9, seed=0, progress=False)
+    measured = hybrids(out.history)
+    assert measured and all(m.config["prefetch"] != AUTOTUNE for m in measured)
+    assert any(m is out.best for m in out.history)          # the best is one measured
+    # A baseline without a re-measure returns whichever config measured best, hybrid or not.
+    heur = run_search(PipelineEnv(p, window_s=0.3, warmup_s=0.1), "heuristic", budget_s=1e9,
+                      progress=False)
+    assert hybrids(heur.history)
+    assert heur.best.throughput == max(m.throughput for m in heur.history if m.ok)
+
+
+ROWS, WIDTH = 1024, 13
+
+
+@pytest.fixture(scope="module")
+def blocks(tmp_path_factory):
+    """Row groups written as files: 8 blocks of 1024 rows."""
+    out = tmp_path_factory.mktemp("blocks")
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(8):
+        path = out / f"block{i}.npz"
+        np.savez(path, dense=rng.random((ROWS, WIDTH), dtype=np.float32),
+                 label=rng.integers(0, 2, ROWS).astype(np.float32))
+        paths.append(str(path))
+    return paths
+
+
+def row_groups(knobs, paths, records=None):
+    """Each element is one file's block of rows: dicts of [1024, k] tensors, no batch()."""
+    if records is not None:
+        knobs.records_per_element(records)
+    loaded = [np.load(p) for p in paths]
+    dense = np.stack([f["dense"] for f in loaded])
+    label = np.stack([f["label"] for f in loaded])
+    ds = tf.data.Dataset.from_tensor_slices({"dense": dense, "label": label}).repeat()
+    ds = ds.map(lambda e: {"dense": tf.math.log1p(e["dense"]), "label": e["label"]},
+                num_parallel_calls=knobs.parallelism("transform", max=8))
+    return ds.prefetch(knobs.buffer("prefetch", max=8))
+
+
+def test_rows_of_prebatched_elements_are_counted(blocks):
+    p = Pipeline.load(row_groups, paths=blocks)
+    assert p.describe().batched and p.batch_size == ROWS
+    assert p.schema() == {"dense": {"dtype": "float32", "shape": [None, WIDTH]},
+                          "label": {"dtype": "float32", "shape": [None]}}
+    m = probe(p, {"transform": 2, "prefetch": 2}, window_s=0.5, warmup_s=0.2)
+    assert m.ok and m.elements_per_s > 0
+    assert m.records_per_s == pytest.approx(ROWS * m.elements_per_s, rel=0.01)
+    # The factory's own statement wins over the guess, either way.
+    one = Pipeline.load(row_groups, paths=blocks, records=1)
+    assert not one.describe().batched and one.batch_size == 1
+    assert one.schema()["dense"]["shape"] == [ROWS, WIDTH]
+    assert one.fingerprint() != p.fingerprint()
+    m1 = probe(one, {"transform": 2}, window_s=0.4, warmup_s=0.1)
+    assert m1.ok and m1.records_per_s == pytest.approx(m1.elements_per_s, rel=0.01)
+    stated = Pipeline.load(row_groups, paths=blocks, records=ROWS)
+    assert stated.describe().records_stated and stated.records_in(None) == ROWS
+    assert stated.schema() == p.schema() and stated.fingerprint() == p.fingerprint()
+
+
+def test_records_per_element_is_checked():
+    knobs = Knobs()
+    assert knobs.records_per_element(4) == 4 and knobs.records == 4
+    with pytest.raises(intune_flow.KnobError, match="stated twice"):
+        knobs.records_per_element(5)
+    with pytest.raises(intune_flow.KnobError, match="positive integer"):
+        Knobs().records_per_element(0)
+
+
+# -- config = build --------------------------------------------------------------------
+
+def _tf_parallelism(ds) -> list:
+    """num_parallel_calls / cycle_length / buffer sizes along the graph, output first."""
+    out, node = [], ds
+    while node is not None:
+        for attr in ("_num_parallel_calls", "_cycle_length", "_buffer_size"):
+            value = getattr(node, attr, None)
+            if value is not None:
+                out.append((type(node).__name__, attr, int(value.numpy())))
+        node = getattr(node, "_input_dataset", None)
+    return out
+
+
+def _structure(element) -> dict:
+    from intune_flow.adapters import flatten
+    return {name: (str(getattr(leaf, "dtype", "")), tuple(getattr(leaf, "shape", ())))
+            for name, leaf in flatten(element)}
+
+
+@pytest.fixture(scope="module")
+def criteo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("criteo") / "data"
+    data.generate(out, rows=2048, shards=2, seed=3)
+    return {fmt: data.files(out, fmt) for fmt in data.FORMATS}
+
+
+def _by_hand(result: TuneResult, factory, **kwargs):
+    return intune_flow.apply_config(factory(Knobs(result.config), **kwargs), result.config)
+
+
+def test_config_equals_build_tfdata(criteo, tmp_path):
+    from examples.criteo import criteo_pipeline
+
+    files = criteo["tfrecord"]
+    result = intune_flow.tune("examples.criteo:criteo_pipeline", budget_s=5, method="ones",
+                              window_s=0.3, cache=str(tmp_path / "c"),
+                              pipeline_kwargs={"files": files})
+    configs = [result.config, {"read": 2, "parse": 3, "transform": 4, "prefetch": 5,
+                               "threadpool": 6}, {**result.config, "parse": AUTOTUNE}]
+    for config in configs:
+        res = TuneResult(config=config, pipeline="examples.criteo:criteo_pipeline",
+                         pipeline_kwargs={"files": files})
+        built, hand = res.build(), _by_hand(res, criteo_pipeline, files=files)
+        assert (hand.options().threading.private_threadpool_size
+                == built.options().threading.private_threadpool_size
+                == (None if config["threadpool"] == AUTOTUNE else config["threadpool"]))
+        assert _tf_parallelism(hand) == _tf_parallelism(built)
+        assert _structure(next(iter(hand))) == _structure(next(iter(built)))
+    # Without apply_config the factory alone has no pool: what the README tells users.
+    alone = criteo_pipeline(Knobs(configs[1]), files=files)
+    assert alone.options().threading.private_threadpool_size is None
+
+
+def _torch_settings(obj) -> dict:
+    """num_workers / prefetch_factor along a torchdata node graph or of a DataLoader."""
+    out, node, depth = {}, obj, 0
+    while node is not None and depth < 32:
+        for attr in ("num_workers", "prefetch_factor", "batch_size", "max_concurrent"):
+            if hasattr(node, attr):
+                out[f"{depth}:{type(node).__name__}.{attr}"] = getattr(node, attr)
+        node = getattr(node, "root", None) or getattr(node, "source", None)
+        depth += 1
+    return out
+
+
+@pytest.mark.parametrize("ref", ["examples.criteo_torch:criteo_torch_pipeline",
+                                 "examples.criteo_dataloader:criteo_dataloader_pipeline"])
+def test_config_equals_build_torch(criteo, tmp_path, ref):
+    import importlib
+
+    files = criteo["parquet"]
+    module, attr = ref.split(":")
+    factory = getattr(importlib.import_module(module), attr)
+    result = intune_flow.tune(ref, budget_s=5, method="ones", window_s=0.3,
+                              cache=str(tmp_path / "c"), pipeline_kwargs={"files": files})
+    assert result.source == "tuned"
+    space = Pipeline.load(ref, files=files).space
+    other = {k.name: min(k.max, 3) for k in space}
+    for config in (result.config, other):
+        res = TuneResult(config=config, pipeline=ref, pipeline_kwargs={"files": files})
+        built, hand = res.build(), _by_hand(res, factory, files=files)
+        assert type(built) is type(hand)
+        assert _torch_settings(hand) == _torch_settings(built) != {}
+        first_b, first_h = next(iter(built)), next(iter(hand))
+        assert _structure(first_h) == _structure(first_b)
+        del built, hand
