@@ -37,6 +37,7 @@ from .errors import KnobError, TuningError, describe_error
 from .measurement import Measurement
 from .options import TuneOptions
 from .resources import hardware_class
+from .search import SEARCHING, run_search
 from .result import TuneResult, portable_kwargs
 
 log = logging.getLogger(__name__)
@@ -305,7 +306,6 @@ class TuningRun:
     # -- searching -----------------------------------------------------------------------
     def _search(self, env, *, start, budget_s: float, policy, prior=()):
         """Run the method; (outcome, confirming re-measure of its best, capacity then)."""
-        from .search import run_search
 
         if self.options.window_s is None:
             self._set_window(env, self.policy.search_window(budget_s))
@@ -330,7 +330,7 @@ class TuningRun:
                               start_throughput=start.throughput if start and start.ok else 0.0,
                               reason=reason,
                               history=list(prior) + list(outcome.history) + [confirm])
-        if outcome.stopped == "budget" and not _moved(outcome):
+        if self.options.method in SEARCHING and not _moved(outcome):
             # Caching the start would make the next run a hit on an untuned (or, after
             # drift, stale) config: say so and let the next run search.
             per = outcome.seconds / max(1, len(outcome.history))

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .baselines import BASELINES
+from .baselines import BASELINES, RULES
 from .intune import intune, load_policy
 from .tracker import BudgetSpent, SearchOutcome, Tracker
 
 METHODS = ("intune", *BASELINES)
+SEARCHING = tuple(name for name in METHODS if BASELINES.get(name) not in RULES)
+"""The methods that search (the others measure one rule-picked config)."""
 
 
 def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.0,
@@ -53,4 +55,4 @@ def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.
     return tr.outcome(policy_state=state)
 
 
-__all__ = ["METHODS", "SearchOutcome", "run_search"]
+__all__ = ["METHODS", "SEARCHING", "SearchOutcome", "run_search"]

@@ -112,3 +112,6 @@ BASELINES = {
     "random": random_search,
     "optuna": optuna_tpe,
 }
+
+RULES = (ones, autotune, heuristic)
+"""Baselines that pick their config by a rule and measure only it: they do not search."""
