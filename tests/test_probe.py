@@ -175,7 +175,10 @@ def _kernel_peak_rss(reset: bool = False) -> int:
     raise OSError("no VmHWM in /proc/self/status")
 
 
-@pytest.mark.parametrize("pipeline", [leaky_parallel, filling_buffer])
+# filling_buffer is left out: its buffer grows only while TensorFlow's producers outrun the
+# probe's consumer, which a quiet machine does not guarantee (a CI run read "ok": the buffer
+# never filled), so as a test it could not fail for the right reason.
+@pytest.mark.parametrize("pipeline", [leaky_parallel])
 def test_the_ram_guard_holds_its_margin_beside_a_cpu_hog(pipeline):
     """Another process keeps two threads busy on the same cores (README: once 25% over)."""
     try:

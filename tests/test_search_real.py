@@ -57,8 +57,10 @@ def test_intune_on_a_real_latency_bound_pipeline_grows_the_blocking_stage_and_me
     env = PipelineEnv("tests.test_probe:sleepy", cpu_budget=2, ram_budget="64GiB",
                       window_s=0.5, warmup_s=0.1)
     assert env.native_autotune
-    out = run_search(env, "intune", start=env.space.ones(), budget_s=15.0, seed=0,
-                     progress=False)
+    # A count of measurements, not seconds: on a slow machine a wall-clock budget ends the
+    # smart start's jumps before the AUTOTUNE floor is reached.
+    out = run_search(env, "intune", start=env.space.ones(), budget_s=600.0, max_steps=12,
+                     seed=0, progress=False)
     first = out.history[0]
     assert first.stage_signals["read"] >= 0.8
     jump = out.history[1].config
