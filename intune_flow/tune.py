@@ -21,6 +21,7 @@ runs on the simulator (:mod:`intune_flow.sim.target`) as it runs on a real pipel
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -202,8 +203,8 @@ class TuningRun:
         if found.damage:
             self.notes.append(f"cached record was damaged ({found.damage}); quarantined and "
                               "re-tuned")
-        if found.record is not None and self._valid_config(found.record.config) is None:
-            error = self._config_error(found.record.config)
+        error = found.record is not None and self._config_error(found.record.config)
+        if error:
             self._quarantine(found, f"config invalid: {error}")
             self.notes.append(f"cached config was invalid ({error}); quarantined and re-tuned")
             return Lookup()
@@ -458,16 +459,18 @@ class TuningRun:
         return max(self.policy.warm_min_s, need) / self.policy.warm_fraction
 
     def _valid_config(self, config) -> dict | None:
+        """``config`` validated against this pipeline's knob space, or None if it does not fit."""
         try:
             return self.description.space.validate(config)
         except KnobError:
             return None
 
     def _config_error(self, config) -> str:
+        """Why ``config`` does not fit this pipeline's knob space ("" when it does)."""
         try:
             self.description.space.validate(config)
         except KnobError as exc:
-            return str(exc)
+            return str(exc) or type(exc).__name__
         return ""
 
     def _quarantine(self, found: Lookup, why: str) -> None:
@@ -502,8 +505,10 @@ def _positive(value, zero_ok: bool = False) -> float | None:
     return value if ok else None
 
 
+@functools.lru_cache(maxsize=1)
 def _shipped_shapes() -> dict[str, tuple] | None:
-    """Names and shapes of the shipped policy's weights, read without importing torch."""
+    """Names and shapes of the shipped policy's weights, read without importing torch (once
+    per process: the shipped file does not change)."""
     from importlib import resources
 
     try:
