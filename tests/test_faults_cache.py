@@ -259,7 +259,7 @@ def test_tune_survives_store_faults(s3_server, tmp_path, monkeypatch, caplog, fa
                          attempts=2, **kw)
         with caplog.at_level(logging.WARNING, logger="intune_flow"):
             result = tune("tests.test_tune:tiny_pipeline", budget_s=4, cache=cache, window_s=0.3,
-                          progress=False, seed=0)
+                          progress=False, seed=0, method="heuristic")   # always written
     finally:
         proxy.close()
     assert result.source == "tuned" and result.throughput > 0

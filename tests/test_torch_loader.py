@@ -66,14 +66,14 @@ def test_a_dataloader_is_a_pipeline_and_its_workers_share_the_reads():
 
 def test_tune_searches_dataloader_workers_and_the_next_run_hits_the_cache(tmp_path):
     cache = str(tmp_path / "cache")
-    cold = tune(loader, budget_s=6, cache=cache, window_s=0.5, progress=False, seed=0)
+    cold = tune(loader, budget_s=10, cache=cache, window_s=0.5, progress=False, seed=0)
     assert cold.source == "tuned", cold.reason
     # The search measured worker processes (which count wins on this machine, under its
     # load, is a measurement: on a busy 2-core box one worker has been read fastest).
     tried = [m for m in cold.history if m.config["workers"] > 1]
     assert tried and all(m.ok for m in tried), [(m.config, m.status) for m in cold.history]
     assert cold.throughput > 0
-    warm = tune(loader, budget_s=6, cache=cache, window_s=0.5, progress=False, seed=0)
+    warm = tune(loader, budget_s=10, cache=cache, window_s=0.5, progress=False, seed=0)
     assert warm.source == "cache" and warm.config == cold.config
     assert isinstance(warm.build(), DataLoader)
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
 
 from ...errors import WorkerPoolError
 from .base import WorkerInfo, WorkerPool
+
+log = logging.getLogger("intune_flow.scaleout")
 
 RAY_MISSING = ("Ray is not installed, and the 'ray' worker pool needs it. Fix: "
                "pip install 'intune-flow[ray]' (or use a local pool: workers='local:4').")
@@ -93,9 +96,7 @@ class RayPool(WorkerPool):
             cpus = self.num_cpus or max(os.cpu_count() or 1,
                                         self.max_workers * self.cores_per_worker)
             try:
-                ray.init(num_cpus=cpus, include_dashboard=False, _temp_dir=self._temp_dir,
-                         logging_level="ERROR", log_to_driver=False,
-                         configure_logging=True)
+                self._start_local_ray(ray, cpus)
             except BaseException:
                 shutil.rmtree(self._temp_dir, ignore_errors=True)
                 self._temp_dir = None
@@ -111,6 +112,21 @@ class RayPool(WorkerPool):
                 "is up and reachable from here (`ray status --address ...`), or leave "
                 "address unset to start a local Ray.") from exc
         self._owns_ray = True   # this pool connected: it disconnects
+
+    def _start_local_ray(self, ray, cpus: int, attempts: int = 2) -> None:
+        # Ray gives its raylet a fixed 30 s to register; a machine busy with other work can
+        # miss that once, so a timed-out start is shut down (its processes with it) and retried.
+        for attempt in range(1, attempts + 1):
+            try:
+                ray.init(num_cpus=cpus, include_dashboard=False, _temp_dir=self._temp_dir,
+                         logging_level="ERROR", log_to_driver=False, configure_logging=True)
+                return
+            except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for this
+                ray.shutdown()
+                if attempt == attempts or "timed out during startup" not in str(exc):
+                    raise
+                log.warning("the local Ray did not start within Ray's 30 s (%s); starting it "
+                            "again (attempt %d of %d)", exc, attempt + 1, attempts)
 
     def _close_engine(self) -> None:
         ray, self._ray = self._ray, None
