@@ -17,14 +17,14 @@ setup: $(BIN)/intune-flow
 demo: setup  ## the nightly retraining demo, run twice: the second night hits the cache
 	$(BIN)/intune-flow demo
 
-test: setup  ## the whole test suite, slow cases included
-	$(BIN)/python -m pytest -q
+test: setup  ## the whole test suite, slow cases included, on 3 processes (pytest-xdist)
+	$(BIN)/python -m pytest -q -n 3 --dist load
 
 test-unit: setup  ## the fast unit subset: no TensorFlow, no servers (under 2 minutes)
 	$(BIN)/python -m pytest -q tests/unit
 
 test-fast: setup  ## everything but the slow cases
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n 3 --dist load -m "not slow"
 
 bench-quick: setup
 	$(BIN)/intune-flow bench --quick

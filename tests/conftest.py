@@ -48,5 +48,16 @@ import torch  # noqa: E402,F401  (must precede metaflow/airflow imports)
 pytest_plugins = ["tests.fixtures"]
 
 
+def pytest_collection_modifyitems(items):
+    """Whole flows first, then the other slow cases: the suite runs on several processes
+    (``make test``), and a run that starts a five-minute flow last ends five minutes late."""
+    def order(item):
+        flow = item.get_closest_marker("flow")
+        return (-flow.kwargs.get("minutes", 1) if flow else 0,
+                item.get_closest_marker("slow") is None)
+
+    items.sort(key=order)
+
+
 def pytest_unconfigure(config):
     shutil.rmtree(_ROOT, ignore_errors=True)

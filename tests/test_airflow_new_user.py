@@ -83,6 +83,7 @@ def _xcoms(run_id: str) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.flow(minutes=2)
 def test_new_user_dag_with_s3_connection_runs_twice_second_from_cache(s3_server, s3_bucket):
     migrate_db()
     path = dags_folder() / "retrain_clicks.py"

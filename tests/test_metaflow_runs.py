@@ -111,6 +111,7 @@ def test_bad_attributes_fail_at_flow_build(mf_env, spec, message):
 
 # -- real runs ----------------------------------------------------------------------------------
 @pytest.mark.slow
+@pytest.mark.flow(minutes=1)
 def test_with_attaches_intune_from_the_command_line(mf_env, tmp_path):
     flow = HERE / "plain_flow.py"
     # the README's form: python flow.py run --with intune:...
@@ -129,6 +130,7 @@ def test_with_attaches_intune_from_the_command_line(mf_env, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.flow(minutes=1.5)
 def test_a_broken_pipeline_falls_back_and_strict_fails(mf_env, tmp_path):
     flow = HERE / "fallback_flow.py"
     run_id, out = run_flow(flow, env=mf_env, tmp_path=tmp_path)
@@ -167,6 +169,7 @@ def test_a_configuration_error_on_the_task_is_not_retried(mf_env, tmp_path):
 
 # -- the nightly flows and the README's main command ---------------------------------------
 @pytest.mark.slow
+@pytest.mark.flow(minutes=4)
 def test_demo_runs_the_nightly_flow_twice_and_night_two_hits_the_cache(mf_env, tmp_path):
     env = dict(mf_env)
     env.pop("INTUNE_FLOW_CACHE")  # the demo then owns (and first empties) a cache under --home
@@ -196,6 +199,7 @@ def test_demo_runs_the_nightly_flow_twice_and_night_two_hits_the_cache(mf_env, t
 
 
 @pytest.mark.slow
+@pytest.mark.flow(minutes=2)
 def test_torchdata_nightly_flow_runs_end_to_end(mf_env, tmp_path):
     flow = REPO / "flows" / "nightly_retrain_torch.py"
     run_id, out = run_flow(flow, "--tune_budget_s", "5", "--train_steps", "10", env=mf_env,
@@ -211,6 +215,7 @@ def test_torchdata_nightly_flow_runs_end_to_end(mf_env, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.flow(minutes=1)
 def test_with_an_s3_datastore_the_cache_defaults_under_its_root(mf_env, tmp_path, s3_server, s3_bucket):
     """Metaflow's datastore on the real S3 test server: the policy cache lands next to it,
     reached through Metaflow's own endpoint setting (METAFLOW_S3_ENDPOINT_URL)."""

@@ -56,6 +56,7 @@ def test_readme_tune_example_runs_as_written(readme_dir):
 
 
 @pytest.mark.slow
+@pytest.mark.flow(minutes=3)
 def test_readme_metaflow_flow_runs_twice_and_hits_the_cache(readme_dir, monkeypatch):
     from tests.test_metaflow_runs import artifact, card_components, card_summary
 
