@@ -5,11 +5,15 @@ BIN := $(VENV)/bin
 
 .PHONY: setup demo test test-unit test-fast bench-quick clean
 
+# --compile-bytecode: with PYTHONDONTWRITEBYTECODE set (as on these machines) nothing caches the
+# .pyc files, and every process would compile TensorFlow's and torch's sources again (2-3x the
+# CPU of an import; the test suite starts hundreds of such processes).
 $(BIN)/intune-flow: pyproject.toml constraints.txt
 	@command -v uv >/dev/null 2>&1 || $(PY) -m pip install -q uv
 	uv venv -q --allow-existing -p $(PY) $(VENV)
-	uv pip install -q -p $(BIN)/python --find-links "$${PIP_FIND_LINKS:-/opt/wheels}" \
-		-c constraints.txt --config-settings editable_mode=compat -e ".[all,test]"
+	mkdir -p $(VENV)/.tmp   # uv's build locks go there, not into /tmp
+	TMPDIR=$(abspath $(VENV))/.tmp uv pip install -q -p $(BIN)/python --find-links "$${PIP_FIND_LINKS:-/opt/wheels}" \
+		--compile-bytecode -c constraints.txt --config-settings editable_mode=compat -e ".[all,test]"
 	@touch $@
 
 setup: $(BIN)/intune-flow
