@@ -22,13 +22,13 @@ demo: setup  ## the nightly retraining demo, run twice: the second night hits th
 	$(BIN)/intune-flow demo
 
 test: setup  ## the whole test suite, slow cases included, on 3 processes (pytest-xdist)
-	$(BIN)/python -m pytest -q -n 3 --dist load
+	$(BIN)/python -m pytest -q -n 3 --dist worksteal
 
 test-unit: setup  ## the fast unit subset: no TensorFlow, no servers (under 2 minutes)
 	$(BIN)/python -m pytest -q tests/unit
 
 test-fast: setup  ## everything but the slow cases
-	$(BIN)/python -m pytest -q -n 3 --dist load -m "not slow"
+	$(BIN)/python -m pytest -q -n 3 --dist worksteal -m "not slow"
 
 bench-quick: setup
 	$(BIN)/intune-flow bench --quick

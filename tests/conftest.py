@@ -49,14 +49,19 @@ pytest_plugins = ["tests.fixtures"]
 
 
 def pytest_collection_modifyitems(items):
-    """Whole flows first, then the other slow cases: the suite runs on several processes
-    (``make test``), and a run that starts a five-minute flow last ends five minutes late."""
+    """Whole flows first, longest first, then the other slow cases, dealt round-robin into
+    one run of tests per pytest-xdist process. ``make test`` runs ``--dist worksteal``, which
+    hands each process one contiguous share of this list and lets idle ones take the end of
+    another's queue: so every share starts with its long tests, and none is left to run a
+    five-minute flow at the end while the others wait."""
     def order(item):
         flow = item.get_closest_marker("flow")
         return (-flow.kwargs.get("minutes", 1) if flow else 0,
                 item.get_closest_marker("slow") is None)
 
-    items.sort(key=order)
+    ranked = sorted(items, key=order)
+    processes = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    items[:] = [item for share in range(processes) for item in ranked[share::processes]]
 
 
 def pytest_unconfigure(config):

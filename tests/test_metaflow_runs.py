@@ -184,7 +184,11 @@ def test_demo_runs_the_nightly_flow_twice_and_night_two_hits_the_cache(mf_env, t
     assert rows["tuning source"][0] in ("tuned", "refined", "transferred"), out[-6000:]
     # Night 2 starts from night 1's record. Whether that record is still right is decided
     # by measuring (tests/unit/test_tuning_run.py proves the decision on the simulator): a
-    # refine must say which measurement showed the drift.
+    # refine must say which measurement showed the drift. A machine so busy that night 1's
+    # start config spent its 8 s writes no record (README, the budget_s row): night 2 tunes.
+    if rows["tuning source"][1] == "tuned":
+        assert "nothing was cached" in out, out[-6000:]
+        return
     assert rows["tuning source"][1] in ("cache", "refined"), out[-6000:]
     if rows["tuning source"][1] == "refined":
         assert "measured its config slower (verification probe measured" in proc.stdout
