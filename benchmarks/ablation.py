@@ -154,9 +154,7 @@ def plot(data: dict, path: Path) -> None:
     ax.set_ylabel("throughput / oracle (dotted: p10)")
     ax.set_title("policy ablation, simulator", fontsize=9)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    common.save_plot(fig, path)
 
 
 def write_outputs(data: dict, out_dir: Path, readme: Path | None) -> None:

@@ -190,9 +190,7 @@ def plot(data: dict, path: Path) -> None:
     ax.set_ylabel("median throughput / best known")
     ax.set_ylim(0, 1.1)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    common.save_plot(fig, path)
 
 
 def write_outputs(data: dict, out_dir: Path, readme: Path | None) -> None:
