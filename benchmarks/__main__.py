@@ -2,6 +2,9 @@
 
 Writes raw results as JSON under benchmarks/results/, then Markdown tables and PNG plots
 (benchmarks/report.py), and refreshes the README's performance block from the JSON.
+``--only ablation`` and ``--only generality`` run the policy ablation
+(:mod:`benchmarks.ablation`) and the generality suite (:mod:`benchmarks.generality`) in the
+same mode; they are not part of the default run (each takes 10-15 minutes quick).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ MODES = {
              "train_steps": 200, "train_repeats": 3},
 }
 PARTS = ("real", "nightly", "training", "sim")
+EXTRA = ("ablation", "generality")
+"""Parts run only when named in ``--only`` (each is its own module with its own outputs)."""
 
 
 def main(argv=None) -> int:
@@ -33,7 +38,7 @@ def main(argv=None) -> int:
     mode.add_argument("--full", action="store_const", dest="mode", const="full",
                       help="the thorough run (~an hour on 2 cores)")
     parser.add_argument("--only", default=",".join(PARTS),
-                        help=f"comma-separated parts to run, of {','.join(PARTS)}")
+                        help=f"comma-separated parts to run, of {','.join(PARTS + EXTRA)}")
     parser.add_argument("--cases", default=None, help="real-pipeline cases (default: the mode's)")
     parser.add_argument("--label", default=None,
                         help="suffix for result files (e.g. a machine name: real-h200.json)")
@@ -47,9 +52,9 @@ def main(argv=None) -> int:
             parser.error("--repeats must be at least 1")
         cfg["repeats"] = args.repeats
     parts = [p.strip() for p in args.only.split(",") if p.strip()]
-    unknown = sorted(set(parts) - set(PARTS))
+    unknown = sorted(set(parts) - set(PARTS) - set(EXTRA))
     if unknown:
-        parser.error(f"unknown part(s) {unknown}; choose from {list(PARTS)}")
+        parser.error(f"unknown part(s) {unknown}; choose from {list(PARTS + EXTRA)}")
     suffix = f"-{args.label}" if args.label else ""
     meta = {"mode": args.mode or "quick", "machine": machine(), "settings": cfg,
             "command": "python -m benchmarks " + " ".join(argv if argv is not None else sys.argv[1:])}
@@ -81,6 +86,14 @@ def main(argv=None) -> int:
     if "sim" in parts:
         from . import sim_bench
         sim_bench.main(["--quick"] if (args.mode or "quick") == "quick" else [])
+    for extra in EXTRA:
+        if extra in parts:
+            import importlib
+            importlib.import_module(f".{extra}", __package__).main(
+                (["--quick"] if (args.mode or "quick") == "quick" else [])
+                + (["--no-readme"] if args.no_readme else []))
+    if not set(parts) & set(PARTS):
+        return 0
     from . import report
     report.write_all(suffix=suffix, update_readme=not args.no_readme and not suffix)
     print(f"benchmarks done in {time.perf_counter() - t0:.0f} s; results in {RESULTS}")

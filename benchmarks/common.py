@@ -87,6 +87,26 @@ def write_json(name: str, data: dict, out_dir: Path = RESULTS) -> Path:
     return path
 
 
+def write_outputs(name: str, title: str, data: dict, table: str, plot, out_dir: Path,
+                  readme: Path | None = None, markers: tuple[str, str] = ("", "")) -> None:
+    """``name``.json, ``name``.md (``table`` under ``title``) and ``name``.png
+    (``plot(data, path)``) in ``out_dir``; with ``readme``, its block between ``markers``
+    becomes ``table``."""
+    write_json(name, data, out_dir)
+    (out_dir / f"{name}.md").write_text(f"# {title}\n\n" + table)
+    plot(data, out_dir / f"{name}.png")
+    if readme is not None:
+        replace_block(readme, *markers, table)
+
+
+def save_plot(fig, path: Path) -> None:
+    """Lay out, write (110 dpi) and close a matplotlib figure."""
+    import matplotlib.pyplot as plt
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def md_table(headers: list[str], rows: list[list]) -> str:
     out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]

@@ -33,6 +33,14 @@ METHODS = ("intune", "intune_nosignals", "autotune", "heuristic", "hillclimb", "
 STEPS = 40
 NO_SIGNALS = "_nosignals"
 """Suffix of a row whose probes report no per-stage signals, as on real pipelines today."""
+VARIANT = ":"
+"""``intune:uniform`` runs intune's ablation variant ``uniform`` (``run_search(variant=)``)."""
+
+
+def split_method(name: str) -> tuple[str, str]:
+    """(search method, intune variant) of a row name such as ``intune:uniform``."""
+    method, _, variant = name.removesuffix(NO_SIGNALS).partition(VARIANT)
+    return method, variant or "shipped"
 
 
 def run(pipelines: int, cores_list=CORES, methods=METHODS, steps: int = STEPS, seed: int = 0,
@@ -61,7 +69,8 @@ def run(pipelines: int, cores_list=CORES, methods=METHODS, steps: int = STEPS, s
             for method in methods:
                 env = SimEnv(pipe, seed=seed * 1000 + i, signals=not method.endswith(NO_SIGNALS))
                 t = time.time()
-                out = run_search(env, method.removesuffix(NO_SIGNALS), budget_s=1e12,
+                search, variant = split_method(method)
+                out = run_search(env, search, budget_s=1e12, variant=variant,
                                  max_steps=steps, seed=seed + i, progress=False,
                                  policy_state=policy, learn=True)
                 x = env.true_throughput(out.best.config)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .baselines import BASELINES, RULES
-from .intune import intune, load_policy
+from .intune import VARIANTS, intune, load_policy
 from .tracker import BudgetSpent, SearchOutcome, Tracker
 
 METHODS = ("intune", *BASELINES)
@@ -15,7 +15,8 @@ SEARCHING = tuple(name for name in METHODS if BASELINES.get(name) not in RULES)
 
 def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.0,
                max_steps: int | None = None, policy_state=None, seed=None, progress=None,
-               continuous: bool = False, learn: bool = True) -> SearchOutcome:
+               continuous: bool = False, learn: bool = True,
+               variant: str = "shipped") -> SearchOutcome:
     """Search ``env`` for the best config with ``method`` within ``budget_s`` (env clock seconds).
 
     The start config (default: the knobs' defaults, AUTOTUNE resolved to the
@@ -25,12 +26,15 @@ def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.
     start. ``continuous=True`` (intune) keeps tuning until the budget is spent
     and re-allocates when ``env.cpu_budget`` changes. ``extra`` holds the method's
     notes (``autotune_rounds``; intune's ``final_cores``, ``rebased_at``, ``best_mean``,
-    ``best_looks``: see :class:`~intune_flow.search.tracker.Tracker`).
+    ``best_looks``: see :class:`~intune_flow.search.tracker.Tracker`). ``variant`` switches
+    parts of intune off for ablations (:data:`~intune_flow.search.intune.VARIANTS`).
     """
     from ..errors import TuningError
     from ..progress import make_progress
     if method not in METHODS:
         raise TuningError(f"unknown search method {method!r}; choose one of {list(METHODS)}")
+    if variant not in VARIANTS:
+        raise TuningError(f"unknown intune variant {variant!r}; choose one of {list(VARIANTS)}")
     if budget_s <= 0:
         raise TuningError(f"budget_s must be positive, got {budget_s!r}")
     rng = np.random.default_rng(seed)
@@ -47,7 +51,7 @@ def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.
     try:
         if method == "intune":
             state = intune(tr, env, rng, policy_state=policy_state, seed=seed,
-                           continuous=continuous, learn=learn)
+                           continuous=continuous, learn=learn, variant=variant)
         else:
             BASELINES[method](tr, env, rng)
     except BudgetSpent:
@@ -55,4 +59,4 @@ def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.
     return tr.outcome(policy_state=state)
 
 
-__all__ = ["METHODS", "SEARCHING", "SearchOutcome", "run_search"]
+__all__ = ["METHODS", "VARIANTS", "SEARCHING", "SearchOutcome", "run_search"]

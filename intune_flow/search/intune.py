@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..agent.moves import bottleneck_action, hybrid_autotune, recover, rescaled, smart_start
 from ..agent.walk import Walk, config_key
 from .tracker import BudgetSpent, Tracker
@@ -13,6 +15,16 @@ CONFIRM = 3             # best candidates re-measured once at the end (noisy win
 STOP_AFTER = 20         # the agent's stop action counts only after this many without improvement
 FINETUNE = dict(lr=1e-4, batch_size=16, buffer_size=4096, eps_start=0.0, eps_end=0.0)
 """DQN settings for online fine-tuning: gentle, small batches, no exploration."""
+VARIANTS = {
+    "shipped": "intune as shipped: smart start, AUTOTUNE floor, bottleneck moves, then the policy",
+    "uniform": "the same search with the policy's choices replaced by a uniform choice among "
+               "the legal single-knob moves (heuristics kept; no stop action, no learning)",
+    "bare": "the policy alone: no smart start, AUTOTUNE floor, bottleneck moves or hybrid "
+            "config (the memory guard and the end-of-search re-measure kept)",
+}
+"""Ablation variants of the search (``run_search(..., variant=)``, ``benchmarks.ablation``):
+what the RL policy contributes is (shipped) against (uniform), and (bare) shows what the
+heuristics around it contribute."""
 
 
 def load_policy(policy_state=None) -> dict:
@@ -28,8 +40,10 @@ def load_policy(policy_state=None) -> dict:
 
 
 def intune(tr: Tracker, env, rng, *, policy_state=None, seed=None, continuous=False,
-           learn=True) -> dict:
+           learn=True, variant: str = "shipped") -> dict:
     """Run the agent's walk within the tracker's budget; returns the (fine-tuned) policy weights.
+
+    ``variant`` (one of :data:`VARIANTS`) switches parts of the search off for ablations.
 
     Notes ``final_cores``; ``rebased_at`` after the machine changed; ``best_mean`` and
     ``best_looks`` when the end-of-search re-measure chose the best (:func:`_confirm`).
@@ -38,13 +52,15 @@ def intune(tr: Tracker, env, rng, *, policy_state=None, seed=None, continuous=Fa
     threads = torch.get_num_threads()
     torch.set_num_threads(1)    # a 20k-parameter net: one thread is fastest; restored below
     try:
-        return _intune(tr, env, policy_state=policy_state, seed=seed, continuous=continuous,
-                       learn=learn)
+        return _intune(tr, env, rng, policy_state=policy_state, seed=seed,
+                       continuous=continuous, learn=learn and variant != "uniform",
+                       variant=variant)
     finally:
         torch.set_num_threads(threads)
 
 
-def _intune(tr: Tracker, env, *, policy_state, seed, continuous, learn) -> dict:
+def _intune(tr: Tracker, env, rng, *, policy_state, seed, continuous, learn,
+            variant: str = "shipped") -> dict:
     policy_state = load_policy(policy_state)
     from ..agent.dqn import DQNAgent, DQNConfig
     agent = DQNAgent(DQNConfig(**FINETUNE), state=policy_state, seed=seed)
@@ -52,21 +68,23 @@ def _intune(tr: Tracker, env, *, policy_state, seed, continuous, learn) -> dict:
                 plateau=_plateau(tr.start), accept=_plateau(tr.start) / 2)
     cores = env.cpu_budget
     try:
-        _warm_up(tr, env, walk)
+        _warm_up(tr, env, walk, heuristics=variant != "bare")
         while True:
             if env.cpu_budget != cores:
                 cores = _reallocate(tr, env, walk, cores)
             obs, mask = _observe(tr, walk, allow_stop=walk.since_improvement >= STOP_AFTER)
             # Keep the last few measurements for a second look at the best candidates (and,
             # where the framework has its own tuner, one for the hybrid config).
-            ending = not continuous and tr.measurements_left() <= CONFIRM + 0.5 + _hybrid(env)
-            action, end = _act(agent, walk, obs, mask, ending=ending)
+            hybrid = _hybrid(env) if variant != "bare" else 0
+            ending = not continuous and tr.measurements_left() <= CONFIRM + 0.5 + hybrid
+            action, end = _act(agent, walk, obs, mask, ending=ending, variant=variant, rng=rng)
             if end is not None:
                 if continuous:
                     _watch(tr, walk)
                     continue
                 tr.stop(end)
-                _measure_hybrid(tr, env, walk)
+                if variant != "bare":
+                    _measure_hybrid(tr, env, walk)
                 _confirm(tr)
                 break
             reward, _, m = walk.step(action, tr.measure)
@@ -79,10 +97,13 @@ def _intune(tr: Tracker, env, *, policy_state, seed, continuous, learn) -> dict:
     return agent.state() if learn else policy_state
 
 
-def _warm_up(tr: Tracker, env, walk: Walk) -> None:
-    """Before the policy's moves: the memory guard, the smart start, the AUTOTUNE floor."""
+def _warm_up(tr: Tracker, env, walk: Walk, heuristics: bool = True) -> None:
+    """Before the policy's moves: the memory guard, the smart start, the AUTOTUNE floor
+    (the memory guard only without ``heuristics``)."""
     if not walk.current.ok:
         recover(walk, tr.measure, max_steps=10**9)
+    if not heuristics:
+        return
     smart_start(walk, tr.measure)
     _measure_native_autotune(tr, env)
 
@@ -92,15 +113,20 @@ def _observe(tr: Tracker, walk: Walk, allow_stop: bool = True):
     return walk.observe(allow_stop=allow_stop)
 
 
-def _act(agent, walk: Walk, obs, mask, *, ending: bool) -> tuple[int | None, str | None]:
+def _act(agent, walk: Walk, obs, mask, *, ending: bool, variant: str = "shipped",
+         rng=None) -> tuple[int | None, str | None]:
     """(action, None), or (None, why the walk ends): "converged" when no move is open, after
-    ``PATIENCE`` measurements without gain or when the policy stops; "budget" when ``ending``."""
+    ``PATIENCE`` measurements without gain or when the policy stops; "budget" when ``ending``.
+    The bottleneck move comes first unless ``variant`` is "bare"; "uniform" picks the policy's
+    share of the moves uniformly among the open single-knob moves instead."""
     if not mask[:-1].any() or walk.since_improvement >= PATIENCE:
         return None, "converged"
     if ending:
         return None, "budget"
-    action = bottleneck_action(walk.space, walk.current, mask)
-    if action is None:
+    action = bottleneck_action(walk.space, walk.current, mask) if variant != "bare" else None
+    if action is None and variant == "uniform":
+        action = int(rng.choice(np.flatnonzero(mask[:-1])))
+    elif action is None:
         action = agent.act(obs, mask)
     if action == len(mask) - 1:
         return None, "converged"

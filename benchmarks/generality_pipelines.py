@@ -1,0 +1,214 @@
+"""Pipelines of other shapes than the reference ones, written as a user would from the README.
+
+Each is a factory ``f(knobs, **kwargs)`` asking its knobs where they are used; none is a
+reference pipeline. :func:`prepare` generates the data the file-reading ones need into a
+directory (the suite passes a temp dir and removes it) and returns each case's keyword
+arguments. Sized for a 2-core machine: a probe window of a second sees thousands of records.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass
+class GenCase:
+    name: str
+    factory: object
+    kind: str
+    kwargs: dict = field(default_factory=dict)
+    ram_headroom_mib: int | None = None   # a RAM budget: RSS now + this (memory-tight case)
+
+
+# -- tf.data ---------------------------------------------------------------------------------
+
+def interleave_files(knobs, files=(), batch_size=256):
+    """Interleave-bound: many small generated text files, read in parallel, parsed, batched."""
+    import tensorflow as tf
+    reads = knobs.parallelism("read", max=16)
+    ds = tf.data.Dataset.from_tensor_slices(list(files)).repeat()
+    ds = ds.interleave(tf.data.TextLineDataset, cycle_length=reads, num_parallel_calls=reads,
+                       deterministic=False)
+    ds = ds.map(lambda line: tf.strings.to_number(tf.strings.split(line, ","), tf.float32),
+                num_parallel_calls=knobs.parallelism("parse", max=16))
+    ds = ds.batch(batch_size)
+    return ds.prefetch(knobs.buffer("prefetch", max=16))
+
+
+def _heavy(x, rounds):
+    import tensorflow as tf
+    for _ in range(rounds):
+        x = tf.math.sin(x) * 1.01 + tf.math.cos(x)
+    return x
+
+
+def two_maps(knobs, n=1 << 16, width=256, batch_size=128):
+    """Two CPU-bound maps competing for the cores: the second costs about twice the first."""
+    import tensorflow as tf
+    ds = tf.data.Dataset.range(n).repeat()
+    ds = ds.map(lambda i: tf.fill([width], tf.cast(i % 101, tf.float32)) + _heavy(
+        tf.linspace(0.0, 1.0, width), 20), num_parallel_calls=knobs.parallelism("first", max=8))
+    ds = ds.map(lambda x: _heavy(x, 40), num_parallel_calls=knobs.parallelism("second", max=8))
+    ds = ds.batch(batch_size)
+    return ds.prefetch(knobs.buffer("prefetch", max=16))
+
+
+def _py_parse(i):
+    rng = np.random.default_rng(int(i))
+    v = rng.random(64).astype(np.float32)
+    return np.sort(v)
+
+
+def py_function_stage(knobs, n=1 << 16, batch_size=64):
+    """A Python stage (tf.py_function, holds the GIL) between two tf maps."""
+    import tensorflow as tf
+    ds = tf.data.Dataset.range(n).repeat()
+    ds = ds.map(lambda i: tf.py_function(_py_parse, [i], tf.float32),
+                num_parallel_calls=knobs.parallelism("python", max=8))
+    ds = ds.map(lambda v: tf.reshape(v, [64]) * 2.0 + 1.0,
+                num_parallel_calls=knobs.parallelism("scale", max=8))
+    ds = ds.batch(batch_size)
+    return ds.prefetch(knobs.buffer("prefetch", max=16))
+
+
+def _fetch(key):
+    time.sleep(0.004)   # a remote GET: waits, uses no CPU
+    return np.full(128, key % 89, np.float32)
+
+
+def latency_and_cpu(knobs, n=1 << 16, batch_size=64):
+    """4 ms GETs (numpy_function) feeding a CPU-bound transform."""
+    import tensorflow as tf
+    ds = tf.data.Dataset.range(n).repeat()
+    ds = ds.map(lambda k: tf.reshape(tf.numpy_function(_fetch, [k], tf.float32), [128]),
+                num_parallel_calls=knobs.parallelism("fetch", max=64))
+    ds = ds.map(lambda x: _heavy(x, 30), num_parallel_calls=knobs.parallelism("transform", max=8))
+    ds = ds.batch(batch_size)
+    return ds.prefetch(knobs.buffer("prefetch", max=16))
+
+
+def memory_tight(knobs, n=1 << 12, side=256, batch_size=16):
+    """Big elements (256 KiB images) in a wide buffer before the augment: a RAM budget binds."""
+    import tensorflow as tf
+    ds = tf.data.Dataset.range(n).repeat()
+    ds = ds.map(lambda i: tf.random.stateless_uniform([side, side], seed=[i, 1]),
+                num_parallel_calls=knobs.parallelism("decode", max=16))
+    ds = ds.prefetch(knobs.buffer("elements", max=512))
+    ds = ds.map(lambda x: tf.nn.avg_pool2d(x[None, :, :, None], 2, 2, "VALID")[0],
+                num_parallel_calls=knobs.parallelism("augment", max=16))
+    ds = ds.batch(batch_size)
+    return ds.prefetch(knobs.buffer("prefetch", max=64))
+
+
+def shuffle_cache(knobs, n=1 << 13, batch_size=128):
+    """A parse cached after the first epoch, then a shuffle buffer and a per-epoch augment."""
+    import tensorflow as tf
+    ds = tf.data.Dataset.range(n)
+    ds = ds.map(lambda i: _heavy(tf.fill([64], tf.cast(i, tf.float32)), 30),
+                num_parallel_calls=knobs.parallelism("parse", max=8))
+    ds = ds.cache()
+    ds = ds.shuffle(knobs.buffer("shuffle", min=16, max=4096, default=256))
+    ds = ds.repeat()
+    ds = ds.map(lambda x: _heavy(x, 10), num_parallel_calls=knobs.parallelism("augment", max=8))
+    ds = ds.batch(batch_size)
+    return ds.prefetch(knobs.buffer("prefetch", max=16))
+
+
+# -- torch -----------------------------------------------------------------------------------
+
+def _get_item(i):
+    time.sleep(0.003)   # a remote GET
+    return i
+
+
+def _parse_item(i):
+    x = np.random.default_rng(i).random(4096)
+    return float(np.fft.rfft(x).real.sum())
+
+
+def torchdata_threads(knobs, batch_size=32):
+    """torchdata.nodes: 3 ms GETs on thread workers, a numpy parse, batches."""
+    from torchdata.nodes import Batcher, IterableWrapper, ParallelMapper, Prefetcher
+    from itertools import count
+    node = IterableWrapper(count())
+    node = ParallelMapper(node, _get_item, num_workers=knobs.parallelism("get", max=64),
+                          method="thread")
+    node = ParallelMapper(node, _parse_item, num_workers=knobs.parallelism("parse", max=8),
+                          method="thread")
+    node = Batcher(node, batch_size=batch_size)
+    return Prefetcher(node, prefetch_factor=knobs.buffer("prefetch", max=16))
+
+
+def _cpu_item(i):
+    x = np.random.default_rng(i).random((48, 48))
+    return float(np.linalg.svd(x, compute_uv=False)[0])
+
+
+def torchdata_processes(knobs, batch_size=32):
+    """torchdata.nodes: a CPU-bound numpy stage on process workers."""
+    from itertools import count
+
+    from torchdata.nodes import Batcher, IterableWrapper, ParallelMapper, Prefetcher
+    node = IterableWrapper(count())
+    node = ParallelMapper(node, _cpu_item, num_workers=knobs.parallelism("compute", max=8),
+                          method="process")
+    node = Batcher(node, batch_size=batch_size)
+    return Prefetcher(node, prefetch_factor=knobs.buffer("prefetch", max=16))
+
+
+class _Images:
+    """A map-style dataset: each item a 2 ms read and a small numpy decode."""
+
+    def __len__(self):
+        return 1 << 20
+
+    def __getitem__(self, i):
+        import torch
+        time.sleep(0.002)
+        x = np.random.default_rng(i).random((32, 32)).astype(np.float32)
+        return torch.from_numpy(np.cumsum(x, axis=0))
+
+
+def dataloader(knobs, batch_size=32):
+    """A torch DataLoader: worker processes and their prefetch factor are the knobs."""
+    from torch.utils.data import DataLoader
+    workers = knobs.parallelism("workers", max=9) - 1
+    prefetch = knobs.buffer("prefetch", max=16)
+    return DataLoader(_Images(), batch_size=batch_size, num_workers=workers,
+                      prefetch_factor=prefetch if workers else None)
+
+
+CASES = {c.name: c for c in (
+    GenCase("interleave", interleave_files, "tf.data: interleave-bound reads of 64 text files"),
+    GenCase("two_maps", two_maps, "tf.data: two CPU-bound maps competing"),
+    GenCase("py_function", py_function_stage, "tf.data: a tf.py_function (GIL) stage"),
+    GenCase("latency_cpu", latency_and_cpu, "tf.data: 4 ms GETs + a CPU transform"),
+    GenCase("memory", memory_tight, "tf.data: 256 KiB elements, RAM budget binds",
+            ram_headroom_mib=160),
+    GenCase("shuffle_cache", shuffle_cache, "tf.data: cache + shuffle buffer + augment"),
+    GenCase("td_threads", torchdata_threads, "torchdata.nodes: 3 ms GETs, thread workers"),
+    GenCase("td_processes", torchdata_processes, "torchdata.nodes: CPU stage, process workers"),
+    GenCase("dataloader", dataloader, "torch DataLoader: 2 ms reads, worker processes"),
+)}
+
+
+def prepare(root: Path, names=None) -> dict:
+    """Generate what the cases read under ``root``; {case name: its factory kwargs}."""
+    names = list(names or CASES)
+    kwargs = {n: dict(CASES[n].kwargs) for n in names}
+    if "interleave" in names:
+        rng = np.random.default_rng(0)
+        d = Path(root) / "text"
+        d.mkdir(parents=True, exist_ok=True)
+        files = []
+        for i in range(64):
+            path = d / f"part{i:03d}.csv"
+            rows = rng.random((2000, 8))
+            path.write_text("\n".join(",".join(f"{v:.5f}" for v in r) for r in rows) + "\n")
+            files.append(str(path))
+        kwargs["interleave"]["files"] = files
+    return kwargs

@@ -1,0 +1,125 @@
+"""Issue 21: the policy ablation and the generality suite, on tiny configurations."""
+
+import pytest
+
+
+def _sim_env(index=3, cores=16):
+    from intune_flow.sim import SimEnv, sample_pipeline
+    return SimEnv(sample_pipeline("eval", index, cores=cores), seed=0)
+
+
+def test_the_ablation_variants_are_a_switch_of_the_search():
+    from intune_flow.errors import TuningError
+    from intune_flow.search import VARIANTS, run_search
+
+    assert set(VARIANTS) == {"shipped", "uniform", "bare"}
+    with pytest.raises(TuningError, match="unknown intune variant"):
+        run_search(_sim_env(), "intune", variant="greedy", budget_s=1e9, max_steps=3)
+    # Bare: the policy's single-knob moves only (no smart-start jumps), so every config
+    # measured differs from one measured before it in exactly one knob.
+    out = run_search(_sim_env(), "intune", variant="bare", budget_s=1e9, max_steps=12, seed=0,
+                     progress=False)
+    seen = [out.history[0].config]
+    for m in out.history[1:]:
+        assert any(sum(m.config[k] != c[k] for k in c) == 1 for c in seen) or m.config in seen
+        seen.append(m.config)
+    # Uniform: the same search, reproducible from its seed, and not the policy's walk.
+    uni = [run_search(_sim_env(), "intune", variant="uniform", budget_s=1e9, max_steps=15,
+                      seed=s, progress=False) for s in (1, 1, 2)]
+    assert [m.config for m in uni[0].history] == [m.config for m in uni[1].history]
+    shipped = run_search(_sim_env(), "intune", budget_s=1e9, max_steps=15, seed=1,
+                         progress=False)
+    assert {str(m.config) for m in shipped.history} != {str(m.config) for m in uni[0].history} \
+        or {str(m.config) for m in uni[2].history} != {str(m.config) for m in uni[0].history}
+
+
+def test_ablation_sim_cells_and_readme_block(tmp_path):
+    from benchmarks import ablation
+
+    cells = ablation.run_sim(2, (8,), (4, 8), log=lambda *a: None)
+    assert len(cells) == 2 * len(ablation.METHODS)
+    for c in cells:
+        assert c["n"] == 2 and 0.0 <= c["p10"] <= c["median"] <= 1.0 + 1e-9
+    data = {"meta": {"mode": "quick", "methods": list(ablation.METHODS), "pipelines": 2,
+                     "cores": [8], "steps": [4, 8], "budgets": [], "cases": [],
+                     "machine": {"date": "today", "usable_cpus": 2}, "command": "x"},
+            "sim": cells, "real": []}
+    readme = tmp_path / "README.md"
+    readme.write_text(f"before\n{ablation.START}\nstale\n{ablation.END}\nafter\n")
+    ablation.write_outputs(data, tmp_path, readme)
+    text = readme.read_text()
+    assert "stale" not in text and text.endswith("after\n")
+    assert "(b) uniform moves" in text and "| 8 |" in text and "(a) vs (b)" in text
+    assert (tmp_path / "ablation.png").stat().st_size > 1000
+    assert (tmp_path / "ablation.json").exists() and (tmp_path / "ablation.md").exists()
+
+
+@pytest.mark.slow
+def test_ablation_real_case_measures_every_variant_side_by_side():
+    from benchmarks import ablation
+    from benchmarks.real_pipelines import Case
+
+    case = Case("sleepy", "tests.test_probe:sleepy", "blocking 5 ms calls", {"delay_ms": 5.0})
+    methods = ("intune", "intune:uniform", "intune:bare", "random")
+    out = ablation.run_real(case, (1.5,), 1, methods=methods, log=lambda *a: None)
+    assert set(out["picks"]) == {f"{m}@1.5" for m in methods}
+    top = max(p["throughput"]["median"] for p in out["picks"].values())
+    for p in out["picks"].values():
+        assert p["measurements"] >= 1 and p["throughput"]["n"] == 1
+        assert p["ratio_to_best"] == pytest.approx(p["throughput"]["median"] / top)
+
+
+@pytest.mark.slow
+def test_generality_pipelines_all_build_with_their_knobs(tmp_path):
+    from benchmarks.generality_pipelines import CASES, prepare
+    from intune_flow.pipeline import Pipeline
+
+    kwargs = prepare(tmp_path)
+    assert len(CASES) >= 8 and len(kwargs["interleave"]["files"]) == 64
+    frameworks = set()
+    for name, case in CASES.items():
+        p = Pipeline.load(case.factory, **kwargs[name])
+        assert len(p.space) >= 2, name
+        frameworks.add(p.framework)
+    assert frameworks == {"tf.data", "torchdata", "torch.utils.data"}
+
+
+@pytest.mark.slow
+def test_generality_case_is_measured_side_by_side_and_refreshes_its_block(tmp_path):
+    from benchmarks import generality
+    from benchmarks.generality_pipelines import CASES
+
+    case = CASES["td_processes"]
+    out = generality.run_case(case, {}, budgets=(2.0,), repeats=1, window_s=0.3,
+                              long_budget_s=0.0, log=lambda *a: None)
+    picks = out["picks"]
+    assert {"autotune", "tune2", "grid"} <= set(picks)
+    top = max(p["throughput"]["median"] for p in picks.values())
+    assert picks[out["best_known"]]["throughput"]["median"] == top
+    for p in picks.values():
+        assert p["ratio_to_best"] == pytest.approx(p["throughput"]["median"] / top)
+    assert set(out["targets"]) == {"2"}
+    assert out["targets"]["2"]["met"] == (picks["tune2"]["ratio_to_best"] >= 0.90)
+    assert out["targets"]["2"]["met"] or out["targets"]["2"]["reason"]
+    data = {"meta": {"mode": "quick", "budgets": [2.0], "repeats": 1, "window_s": 0.3,
+                     "long_budget_s": 0.0, "command": "x",
+                     "machine": {"usable_cpus": 2, "date": "today"}}, "cases": [out]}
+    readme = tmp_path / "README.md"
+    readme.write_text(f"before\n{generality.START}\nstale\n{generality.END}\nafter\n")
+    generality.write_outputs(data, tmp_path, readme)
+    text = readme.read_text()
+    assert "stale" not in text and "| td_processes |" in text and text.endswith("after\n")
+    assert (tmp_path / "generality.png").stat().st_size > 1000
+
+
+def test_the_generality_grid_scales_every_stage_together():
+    from benchmarks.generality import grid
+    from intune_flow.knobs import Knob, KnobSpace
+
+    space = KnobSpace((Knob("a", "parallelism", 1, 8, 1), Knob("b", "parallelism", 1, 64, 1),
+                       Knob("p", "buffer", 1, 16, 1)))
+    configs = grid(space)
+    assert configs[0] == {"a": 1, "b": 1, "p": 8}
+    assert configs[-1]["b"] == 64 and configs[-1]["a"] == 8
+    assert len({str(c) for c in configs}) == len(configs)
+    assert all(c["p"] == 8 for c in configs)
