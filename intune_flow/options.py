@@ -169,6 +169,8 @@ class TuneOptions:
                 value = self.pipeline_name
             elif f.name == "cache" and value is not None and not isinstance(value, str):
                 value = getattr(value, "uri", repr(value))
+            elif f.name == "workers" and value is not None and not isinstance(value, str):
+                value = f"{value.kind}:{value.max_workers}x{value.cores_per_worker}"
             out[f.name] = value
         return out
 
@@ -350,8 +352,11 @@ def _progress(name, value, text, where, meta):
 
 
 def _workers(name, value, text, where, meta):
+    from .scaleout.pools.base import WorkerPool
     from .scaleout.pools.spec import PoolSpec, parse_pool_spec
 
+    if isinstance(value, WorkerPool):   # tune() only: a pool configured by the caller
+        return value
     if isinstance(value, PoolSpec):
         return str(value)
     try:

@@ -116,8 +116,14 @@ def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
     def make_env(**kw):
         return PipelineEnv(pipe, cpu_budget=cpu, ram_budget=ram, **kw)
 
-    run = TuningRun(options, pipe, cpu_budget=cpu, ram_budget=ram, cache=cache,
-                    make_env=make_env)
+    if options.workers is not None:
+        from .scaleout.run import ScaleOutRun
+
+        run = ScaleOutRun(options, pipe, cpu_budget=cpu, ram_budget=ram, cache=cache,
+                          single_node_env=make_env)
+    else:
+        run = TuningRun(options, pipe, cpu_budget=cpu, ram_budget=ram, cache=cache,
+                        make_env=make_env)
     return run.execute().bind(pipe)
 
 
