@@ -48,8 +48,18 @@ class IntuneContext:
         return self.result.source
 
     def dataset(self, **factory_kwargs):
-        """The pipeline built with the tuned config (``pipeline_kwargs`` plus these overrides)."""
-        return self.result.build(**{**self.pipeline_kwargs, **factory_kwargs})
+        """The pipeline built with the tuned config (``pipeline_kwargs`` plus these overrides).
+        For a scale-out result (``workers=``) it starts the chosen workers and returns the
+        dataset distributed to them; they stop when the task function returns."""
+        from ..scaleout.serve import Served
+
+        self._served = getattr(self, "_served", None) or Served()
+        return self._served.open(self.result, **{**self.pipeline_kwargs, **factory_kwargs})
+
+    def close(self) -> None:
+        """Stop the workers :meth:`dataset` started (the decorator calls it after the task)."""
+        if getattr(self, "_served", None) is not None:
+            self._served.close()
 
     def to_dict(self) -> dict:
         return dict(self.payload)
@@ -128,9 +138,13 @@ def _wrap(fn: Callable, options: dict, pipeline_kwargs, inject_as: str) -> Calla
                                      where=WHERE, logger=log)
         payload = result_payload(result, secrets)
         _push_xcom(payload)
-        kwargs[inject_as] = IntuneContext(result=result, pipeline_kwargs=dict(factory_kwargs),
-                                          payload=payload)
-        return fn(*args, **kwargs)
+        context = IntuneContext(result=result, pipeline_kwargs=dict(factory_kwargs),
+                                payload=payload)
+        kwargs[inject_as] = context
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            context.close()
 
     wrapper.__signature__ = visible
     return wrapper

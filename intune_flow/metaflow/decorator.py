@@ -185,10 +185,16 @@ class IntuneDecorator(StepDecorator):
             intune_card.add_note(
                 "@intune was attached to this step but the step never used `current.intune`, "
                 "so nothing was tuned.", logger=_log)
-        self.session = None
+        self._close()
 
     def task_exception(self, exception, step_name, flow, graph, retry_count, max_user_code_retries):
-        self.session = None
+        self._close()
+
+    def _close(self) -> None:
+        """The step ended: stop the workers current.intune.dataset() started."""
+        session, self.session = self.session, None
+        if session is not None:
+            session.close()
 
     def task_finished(self, step_name, flow, graph, is_task_ok, retry_count,
                       max_user_code_retries):

@@ -55,3 +55,25 @@ def serve(result, *, processing_mode: str = "parallel_epochs", pool=None, **fact
     finally:
         if owned:
             pool.stop()
+
+
+class Served:
+    """Datasets served for one step or task, stopped together: ``open(result, **kwargs)``
+    builds one (starting the result's workers, if any), ``close()`` stops every pool opened.
+    What ``current.intune.dataset()`` (Metaflow) and ``intune.dataset()`` (``@intune_task``)
+    use: the workers live until the step or task ends."""
+
+    def __init__(self):
+        self._open: list = []
+
+    def open(self, result, **factory_kwargs):
+        if not result.workers:
+            return result.build(**factory_kwargs)
+        cm = serve(result, **factory_kwargs)
+        ds = cm.__enter__()
+        self._open.append(cm)
+        return ds
+
+    def close(self) -> None:
+        while self._open:
+            self._open.pop().__exit__(None, None, None)
