@@ -86,6 +86,17 @@ def test_second_run_warm_starts_with_the_same_workers(cold):
 
 
 @pytest.mark.slow
+def test_another_worker_class_transfers_from_the_record(cold):
+    cache, r, _ = cold
+    other = intune_flow.tune(SLEEP, workers="local:1x2", budget_s=8, cache=cache,
+                             progress=False, seed=0)
+    assert other.source == "transferred", other.reason
+    assert "+workers-local1c" in other.reason and other.cache_key.endswith("+workers-local2c")
+    assert other.worker_pool == "local:1x2" and other.workers in (0, 1)
+    _no_workers_left()
+
+
+@pytest.mark.slow
 def test_serve_starts_the_workers_and_stops_them_on_exit():
     r = TuneResult(config={"hash": 1, "prefetch": 2, "threadpool": -1}, workers=2,
                    worker_pool="local:2x1", pipeline=HASH)
@@ -94,6 +105,7 @@ def test_serve_starts_the_workers_and_stops_them_on_exit():
         rows = sum(int(b.shape[0]) for b in ds.take(20))
     assert rows == 20 * 256
     _no_workers_left()
+    r.workers = 1
     with pytest.raises(RuntimeError, match="boom"):
         with r.serve(processing_mode="distributed_epoch", n=256 * 40) as ds:
             next(iter(ds))
