@@ -10,7 +10,8 @@ processes (dispatcher in this process, every config at AUTOTUNE, ``repeats`` int
 windows per K, the median kept), then runs ``tune(..., workers="local:Nx1")`` (the cluster
 agent with the node agent nested; a cold cache) and the rules ``scale_until_flat`` and
 ``demand_match`` (through ``run_scaleout`` on the same kind of env), and measures every pick
-again side by side with the sweep's best K (interleaved). Cost per record is
+again side by side with the sweep (interleaved): K = 0..N at AUTOTUNE and K = 0..N at the
+agent's per-worker config. Cost per record is
 :class:`~intune_flow.scaleout.cost.CostModel` for 1-core workers ($4/h trainer, $0.05 per
 worker core-hour), in dollars per million records delivered. Writes
 benchmarks/results/scaleout.{json,md,png} and the marked block in README.md.
@@ -82,6 +83,7 @@ def run_pipeline(name: str, ref: str, max_workers: int, budget_s: float, repeats
             rules[rule] = {"workers": out.workers, "config": out.config,
                            "seconds": time.perf_counter() - t0}
         plan = {f"K={k}": (k, autotune) for k in range(max_workers + 1)}
+        plan.update({f"K={k} agent's config": (k, result.config) for k in range(max_workers + 1)})
         plan["agent"] = (result.workers, result.config)
         plan.update({rule: (r["workers"], r["config"]) for rule, r in rules.items()})
         log(f"{name}: the sweep and the picks, side by side")
@@ -93,9 +95,11 @@ def run_pipeline(name: str, ref: str, max_workers: int, budget_s: float, repeats
         rows[label] = {"workers": k, "config": config, "delivered": rate, "windows": rates[label],
                        "cost_per_million": cost.per_million(k, rate, env.demand)
                        if rate > 0 else None}
-    sweep = [rows[f"K={k}"] for k in range(max_workers + 1)]
-    best = min((r for r in sweep if r["cost_per_million"]), key=lambda r: r["cost_per_million"])
-    return {"pipeline": ref, "max_workers": max_workers, "rows": rows, "best_k": best["workers"],
+    sweep = [label for label in rows if label.startswith("K=")]
+    best = min((label for label in sweep if rows[label]["cost_per_million"]),
+               key=lambda label: rows[label]["cost_per_million"])
+    return {"pipeline": ref, "max_workers": max_workers, "rows": rows,
+            "best_k": rows[best]["workers"], "best_row": best,
             "agent": {"workers": result.workers, "config": result.config,
                       "source": result.source, "reason": result.reason,
                       "tuning_seconds": agent_seconds, "tuned_delivered": result.throughput,
@@ -121,7 +125,7 @@ def render(data: dict) -> str:
              "per million records delivered.", ""]
     for name, res in data["results"].items():
         rows = res["rows"]
-        best = rows[f"K={res['best_k']}"]
+        best = rows[res.get("best_row", f"K={res['best_k']}")]
         table = []
         for label, r in rows.items():
             ratio = (r["cost_per_million"] / best["cost_per_million"]
@@ -130,7 +134,8 @@ def render(data: dict) -> str:
                           f"{r['cost_per_million']:.4f}" if r["cost_per_million"] else "-",
                           f"{ratio:.2f}" if ratio else "-"])
         a = res["agent"]
-        lines += [f"**{name}** (`{res['pipeline']}`): the sweep's best K = {res['best_k']}; "
+        lines += [f"**{name}** (`{res['pipeline']}`): the sweep's cheapest row is "
+                  f"{res.get('best_row', res['best_k'])}; "
                   f"the agent picked K = {a['workers']} in {a['tuning_seconds']:.0f} s "
                   f"({a['measurements']} cluster windows, source {a['source']}).", "",
                   md_table(["row", "K", "records/s", "$ per M records", "vs best K"], table), ""]
@@ -149,6 +154,9 @@ def plot(data: dict, path: Path) -> None:
         ks = list(range(res["max_workers"] + 1))
         cost = [res["rows"][f"K={k}"]["cost_per_million"] or float("nan") for k in ks]
         ax.plot(ks, cost, "o-", color="gray", label="sweep (AUTOTUNE)")
+        tuned = [(res["rows"].get(f"K={k} agent's config") or {}).get("cost_per_million")
+                 or float("nan") for k in ks]
+        ax.plot(ks, tuned, "o--", color="tab:blue", label="sweep (agent's config)")
         for label, marker in (("agent", "*"), *((r, "s") for r in RULES)):
             r = res["rows"][label]
             if r["cost_per_million"]:

@@ -238,3 +238,28 @@ def test_the_readme_scaleout_example_runs_as_written(tmp_path):
         except psutil.Error:
             pass
     assert leftover == []
+
+
+def test_the_scaleout_benchmark_renders_its_files_and_readme_block(tmp_path):
+    from benchmarks import scaleout
+
+    rows = {label: {"workers": k, "config": {}, "delivered": rate, "windows": [rate],
+                    "cost_per_million": 4.05 / (rate * 3600) * 1e6}
+            for label, k, rate in (("K=0", 0, 100.0), ("K=1", 1, 300.0),
+                                   ("K=0 agent's config", 0, 150.0),
+                                   ("K=1 agent's config", 1, 320.0), ("agent", 1, 320.0),
+                                   ("scale_until_flat", 1, 300.0), ("demand_match", 1, 300.0))}
+    data = {"machine": {"usable_cpus": 2, "cpu_model": "test"}, "budget_s": 10, "repeats": 1,
+            "window_s": 1,
+            "results": {"hash": {"pipeline": scaleout.PIPELINES["hash"], "max_workers": 1,
+                                 "rows": rows, "best_k": 1, "best_row": "K=1 agent's config",
+                                 "agent": {"workers": 1, "tuning_seconds": 12.0,
+                                           "measurements": 4, "source": "tuned"},
+                                 "rules": {}}}}
+    readme = tmp_path / "README.md"
+    readme.write_text(f"x\n{scaleout.START}\nstale\n{scaleout.END}\ny\n")
+    scaleout.write_outputs(data, tmp_path, readmes=[readme])
+    block = readme.read_text()
+    assert "stale" not in block and "K=1 agent's config" in block and "| agent | 1 |" in block
+    assert json.loads((tmp_path / "scaleout.json").read_text())["results"]["hash"]["best_k"] == 1
+    assert (tmp_path / "scaleout.png").stat().st_size > 0
