@@ -97,6 +97,9 @@ def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
     """Tune ``pipeline`` (a ``"module:attr"`` string, a factory or a Pipeline) and return the result.
 
     The arguments are :class:`~intune_flow.options.TuneOptions`' (README: ``tune()``).
+    ``workers="local:4x1"`` (or ``"ray:32x4"``, a pool object) scales out onto tf.data
+    service workers: :class:`intune_flow.scaleout.run.ScaleOutRun` picks how many run and
+    their knobs; ``result.serve()`` starts them for training.
     Bad arguments raise a :class:`~intune_flow.errors.ConfigurationError` naming the fix;
     failures while tuning return ``source="fallback"``, or raise :class:`TuningError` with
     ``strict=True``.
