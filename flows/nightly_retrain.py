@@ -29,6 +29,9 @@ class NightlyRetrainFlow(FlowSpec):
     train_steps = Parameter("train_steps", type=int, default=200,
                             help="Training steps (batches) of the DLRM")
     batch_size = Parameter("batch_size", type=int, default=1024, help="Records per batch")
+    workers = Parameter("workers", type=str, default="",
+                        help='Scale out onto tf.data service workers, e.g. "local:2x1" '
+                             "(default: train on this node only)")
 
     @step
     def start(self):
@@ -45,7 +48,7 @@ class NightlyRetrainFlow(FlowSpec):
               f"{self.files[0].rsplit('/', 2)[0]}")
         self.next(self.train)
 
-    @intune(pipeline=PIPELINE, budget_s=tune_budget_s,
+    @intune(pipeline=PIPELINE, budget_s=tune_budget_s, workers=workers,
             pipeline_kwargs=lambda flow: {"files": flow.files, "batch_size": flow.batch_size})
     @step
     def train(self):

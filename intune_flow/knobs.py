@@ -197,6 +197,8 @@ class Knobs:
         self._config = dict(config or {})
         self._declared: dict[str, Knob] = {}
         self._records: int | None = None
+        self._splitter = None       # set by a scale-out build: worker side -> distributed
+        self._split_marked = False
 
     @property
     def space(self) -> KnobSpace:
@@ -225,6 +227,18 @@ class Knobs:
                             "state it once")
         self._records = n
         return n
+
+    def split(self, dataset):
+        """Mark where the pipeline splits under ``workers=`` (tf.data): everything the factory
+        built up to ``dataset`` runs on the tf.data service workers, what it applies to the
+        returned dataset runs on the trainer (a ``py_function`` stage, a small prefetch).
+        Without ``workers=`` (and during discovery) ``dataset`` comes back unchanged. A
+        factory that never calls it runs whole on the workers (``distribute()`` at the end).
+        Not a knob; call it once."""
+        if self._split_marked:
+            raise KnobError("knobs.split() is called twice; mark one split point")
+        self._split_marked = True
+        return self._splitter(dataset) if self._splitter is not None else dataset
 
     def parallelism(self, name: str, *, min: int | None = None, max: int | None = None,
                     default: int | None = None) -> int:

@@ -68,6 +68,12 @@ class TuneOptions:
                                                    "(default: 30 s per probe, 60 s per build)",
                                   example=30)
     pipeline_kwargs: dict = arg({}, "kwargs", "keyword arguments for the factory")
+    workers: str | None = arg(None, "workers", "scale out onto tf.data service workers: "
+                                               "'local:N[xC]' (N worker processes of C cores "
+                                               "here), 'ray:NxC' (a local Ray) or "
+                                               "'ray://HOST:PORT:N[xC]'; tuning picks how many "
+                                               "of the N run and their knobs (default: this "
+                                               "node only)", example="local:2x1")
     seed: int | None = arg(None, "seed", "seed of the search's random choices",
                            surfaces=("tune", "cli"))
     progress: Any = arg(None, "progress", "None: a live line on a terminal, log lines "
@@ -163,6 +169,8 @@ class TuneOptions:
                 value = self.pipeline_name
             elif f.name == "cache" and value is not None and not isinstance(value, str):
                 value = getattr(value, "uri", repr(value))
+            elif f.name == "workers" and value is not None and not isinstance(value, str):
+                value = f"{value.kind}:{value.max_workers}x{value.cores_per_worker}"
             out[f.name] = value
         return out
 
@@ -343,13 +351,27 @@ def _progress(name, value, text, where, meta):
                    "None shows a live line on a terminal and log lines elsewhere")
 
 
+def _workers(name, value, text, where, meta):
+    from .scaleout.pools.base import WorkerPool
+    from .scaleout.pools.spec import PoolSpec, parse_pool_spec
+
+    if isinstance(value, WorkerPool):   # tune() only: a pool configured by the caller
+        return value
+    if isinstance(value, PoolSpec):
+        return str(value)
+    try:
+        return str(parse_pool_spec(text if text is not None else value, name))
+    except OptionsError as exc:
+        raise OptionsError(f"{_at(where)}{exc}") from None
+
+
 def _anything(name, value, text, where, meta):
     return value
 
 
 _COERCE = {"seconds": _positive, "cores": _cores, "bytes": _bytes, "bool": _bool,
            "method": _method, "cache": _cache, "kwargs": _kwargs, "pipeline": _pipeline,
-           "seed": _seed, "progress": _progress, "object": _anything}
+           "seed": _seed, "progress": _progress, "workers": _workers, "object": _anything}
 
 
 __all__ = ["SURFACES", "TuneOptions", "coerce"]

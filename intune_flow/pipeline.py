@@ -351,6 +351,37 @@ class Pipeline:
         ds, adapter = self._call(Knobs(config))
         return adapter.finalize(ds, config, desc.implicit)
 
+    def build_split(self, config: Mapping[str, int] | None, splitter, *,
+                    cpu_budget: float | None = None):
+        """A fresh dataset with ``config`` whose worker side (everything up to
+        ``knobs.split(ds)``, or the whole dataset when the factory marks no split) went
+        through ``splitter(worker_side) -> dataset`` (``distribute()`` onto tf.data service
+        workers). What intune_flow sets besides the factory's knobs (the ``threadpool`` knob)
+        is applied to the worker side, where the work runs, and again on the trainer side."""
+        desc = self.describe()
+        if desc.framework != "tf.data":
+            raise PipelineError(f"workers= runs the pipeline on tf.data service workers; "
+                                f"{self.name} is a {desc.framework} pipeline. Fix: tune it "
+                                "without workers=, or write it with tf.data")
+        config = self._resolve(desc, config, cpu_budget)
+        knobs = Knobs(config)
+        knobs._splitter = lambda worker: splitter(
+            desc.adapter.finalize(worker, config, desc.implicit))
+        ds, adapter = self._call(knobs)
+        if not knobs._split_marked:
+            return splitter(adapter.finalize(ds, config, desc.implicit))
+        return adapter.finalize(ds, config, desc.implicit)
+
+    def worker_side(self, config: Mapping[str, int] | None = None):
+        """The part of the dataset that runs on tf.data service workers under ``workers=``."""
+        seen = []
+
+        def keep(worker):
+            seen.append(worker)
+            return worker
+        self.build_split(config, keep)
+        return seen[0]
+
     def iterate(self, ds):
         """An iterator over a new epoch of a dataset this pipeline built."""
         return self.describe().adapter.iterate(ds)

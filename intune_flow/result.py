@@ -56,6 +56,12 @@ class TuneResult:
     pipeline_kwargs: dict = field(default_factory=dict)      # the factory arguments build() reuses
     pipeline_kwargs_not_kept: list[str] = field(default_factory=list)  # not JSON, or secret-like
     autotune_throughput: float | None = None  # all knobs at tf.data AUTOTUNE, where measured
+    # -- scale-out (tune(..., workers=...)); single-node results keep the defaults ----------
+    workers: int = 0                     # tf.data service workers picked (0: all on the trainer)
+    worker_pool: str | None = None       # the pool spec tuned on ("local:2x1"); None: one node
+    cost_per_million: float | None = None  # $ per million records delivered (scaleout.cost)
+    cluster_history: list[dict] = field(default_factory=list)  # every window over K
+    worker_startups: list[list] = field(default_factory=list)  # [from K, to K, seconds]
 
     @classmethod
     def fallback(cls, reason: str, *, config: dict | None = None, what: str = "the factory "
@@ -75,25 +81,39 @@ class TuneResult:
         """The dataset with the chosen config and the tuning-time factory arguments
         (``factory_kwargs`` override them). In another process (``from_dict``), arguments
         the result could not keep (``pipeline_kwargs_not_kept``) must be passed again."""
+        pipe = self.pipeline_object(**factory_kwargs)
+        return pipe.build(self.config, cpu_budget=self.cpu_budget or None)
+
+    def pipeline_object(self, **factory_kwargs):
+        """The tuned :class:`~intune_flow.pipeline.Pipeline` with the tuning-time factory
+        arguments (``factory_kwargs`` override them), as :meth:`build` loads it."""
         from .errors import PipelineError
         from .pipeline import Pipeline
 
         bound = getattr(self, "_pipeline", None)
         if bound is not None:
-            pipe = Pipeline.load(bound, **factory_kwargs)
-        elif self.pipeline:
+            return Pipeline.load(bound, **factory_kwargs)
+        if self.pipeline:
             missing = [n for n in self.pipeline_kwargs_not_kept if n not in factory_kwargs]
             if missing:
                 raise PipelineError(
                     f"{self.pipeline} was tuned with factory arguments {missing} that the result "
                     f"does not keep (not JSON, or named like a secret); pass them again: "
                     f"result.build({', '.join(f'{n}=...' for n in missing)})")
-            pipe = Pipeline.load(self.pipeline, **{**self.pipeline_kwargs, **factory_kwargs})
-        else:
-            raise PipelineError("this result does not know its pipeline (it was tuned from a "
-                                "function that is not importable as module:attr); call "
-                                "Pipeline.load(factory).build(result.config) instead")
-        return pipe.build(self.config, cpu_budget=self.cpu_budget or None)
+            return Pipeline.load(self.pipeline, **{**self.pipeline_kwargs, **factory_kwargs})
+        raise PipelineError("this result does not know its pipeline (it was tuned from a "
+                            "function that is not importable as module:attr); call "
+                            "Pipeline.load(factory).build(result.config) instead")
+
+    def serve(self, *, processing_mode: str = "parallel_epochs", pool=None, **factory_kwargs):
+        """A context manager yielding the dataset to train on: with ``workers`` > 0 it starts
+        that many workers of ``worker_pool`` (or uses ``pool``), yields the worker side
+        distributed to them with the chosen per-worker config, and stops every worker on
+        exit; with no workers it yields :meth:`build`'s dataset.
+        See :func:`intune_flow.scaleout.serve`."""
+        from .scaleout.serve import serve
+
+        return serve(self, processing_mode=processing_mode, pool=pool, **factory_kwargs)
 
     @property
     def vs_autotune(self) -> float | None:

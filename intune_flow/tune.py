@@ -93,10 +93,13 @@ def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
          ram_budget=None, cache=None, method: str = "intune", strict: bool = False,
          pipeline_kwargs: dict | None = None, window_s: float | None = None,
          timeout_s: float | None = None, progress=None,
-         seed: int | None = None, s3_client=None) -> TuneResult:
+         seed: int | None = None, s3_client=None, workers=None) -> TuneResult:
     """Tune ``pipeline`` (a ``"module:attr"`` string, a factory or a Pipeline) and return the result.
 
     The arguments are :class:`~intune_flow.options.TuneOptions`' (README: ``tune()``).
+    ``workers="local:4x1"`` (or ``"ray:32x4"``, a pool object) scales out onto tf.data
+    service workers: :class:`intune_flow.scaleout.run.ScaleOutRun` picks how many run and
+    their knobs; ``result.serve()`` starts them for training.
     Bad arguments raise a :class:`~intune_flow.errors.ConfigurationError` naming the fix;
     failures while tuning return ``source="fallback"``, or raise :class:`TuningError` with
     ``strict=True``.
@@ -108,7 +111,7 @@ def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
         pipeline=pipeline, budget_s=budget_s, cpu_budget=cpu_budget, ram_budget=ram_budget,
         cache=cache, method=method, strict=strict, pipeline_kwargs=pipeline_kwargs,
         window_s=window_s, timeout_s=timeout_s, progress=progress, seed=seed,
-        s3_client=s3_client))
+        s3_client=s3_client, workers=workers))
     cpu, ram = options.budgets()
     cache = get_cache(options.cache, s3_client=options.s3_client)
     pipe = Pipeline.load(options.pipeline, **options.pipeline_kwargs)
@@ -116,8 +119,14 @@ def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
     def make_env(**kw):
         return PipelineEnv(pipe, cpu_budget=cpu, ram_budget=ram, **kw)
 
-    run = TuningRun(options, pipe, cpu_budget=cpu, ram_budget=ram, cache=cache,
-                    make_env=make_env)
+    if options.workers is not None:
+        from .scaleout.run import ScaleOutRun
+
+        run = ScaleOutRun(options, pipe, cpu_budget=cpu, ram_budget=ram, cache=cache,
+                          single_node_env=make_env)
+    else:
+        run = TuningRun(options, pipe, cpu_budget=cpu, ram_budget=ram, cache=cache,
+                        make_env=make_env)
     return run.execute().bind(pipe)
 
 

@@ -48,8 +48,18 @@ class IntuneContext:
         return self.result.source
 
     def dataset(self, **factory_kwargs):
-        """The pipeline built with the tuned config (``pipeline_kwargs`` plus these overrides)."""
-        return self.result.build(**{**self.pipeline_kwargs, **factory_kwargs})
+        """The pipeline built with the tuned config (``pipeline_kwargs`` plus these overrides).
+        For a scale-out result (``workers=``) it starts the chosen workers and returns the
+        dataset distributed to them; they stop when the task function returns."""
+        from ..scaleout.serve import Served
+
+        self._served = getattr(self, "_served", None) or Served()
+        return self._served.open(self.result, **{**self.pipeline_kwargs, **factory_kwargs})
+
+    def close(self) -> None:
+        """Stop the workers :meth:`dataset` started (the decorator calls it after the task)."""
+        if getattr(self, "_served", None) is not None:
+            self._served.close()
 
     def to_dict(self) -> dict:
         return dict(self.payload)
@@ -58,7 +68,7 @@ class IntuneContext:
 def intune_task(python_callable: Callable | None = None, *, pipeline, budget_s=60.0, cache=None,
                 aws_conn_id=None, cpu_budget=None, ram_budget=None, strict=False,
                 method="intune", window_s=None, timeout_s=None, pipeline_kwargs=None,
-                inject_as="intune"):
+                workers=None, inject_as="intune"):
     """Decorate a TaskFlow function so it tunes first and receives ``intune=IntuneContext``.
 
     ``pipeline_kwargs`` is a dict for the factory, or the name of one of the function's
@@ -68,7 +78,7 @@ def intune_task(python_callable: Callable | None = None, *, pipeline, budget_s=6
     """
     options = dict(pipeline=pipeline, budget_s=budget_s, cache=cache, aws_conn_id=aws_conn_id,
                    cpu_budget=cpu_budget, ram_budget=ram_budget, strict=strict, method=method,
-                   window_s=window_s, timeout_s=timeout_s)
+                   window_s=window_s, timeout_s=timeout_s, workers=workers)
     templated = [f"{k}={v!r}" for k, v in {**options, "pipeline_kwargs": pipeline_kwargs}.items()
                  if isinstance(v, str) and arguments.is_deferred(v)]
     if templated:
@@ -128,9 +138,13 @@ def _wrap(fn: Callable, options: dict, pipeline_kwargs, inject_as: str) -> Calla
                                      where=WHERE, logger=log)
         payload = result_payload(result, secrets)
         _push_xcom(payload)
-        kwargs[inject_as] = IntuneContext(result=result, pipeline_kwargs=dict(factory_kwargs),
-                                          payload=payload)
-        return fn(*args, **kwargs)
+        context = IntuneContext(result=result, pipeline_kwargs=dict(factory_kwargs),
+                                payload=payload)
+        kwargs[inject_as] = context
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            context.close()
 
     wrapper.__signature__ = visible
     return wrapper

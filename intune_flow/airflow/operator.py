@@ -30,6 +30,10 @@ class InTuneOperator(BaseOperator):
         take, before it is abandoned (default: tune()'s, 30 s and 60 s). Templated.
     :param pipeline_kwargs: keyword arguments for the factory (e.g. ``{"files": [...]}``, or an
         upstream task's output). Templated.
+    :param workers: scale out onto tf.data service workers, e.g. ``"local:4x1"`` or
+        ``"ray:32x4"`` (at most N workers of C cores; tuning picks how many run); the training
+        task starts them from the XCom result with :func:`intune_flow.scaleout.serve`.
+        Templated.
 
     Returns ``TuneResult.to_dict()``: ``config``, ``throughput``, ``start_throughput``,
     ``source``, ``tuning_seconds``, ``seconds_saved``, ``reason``, ``fingerprint``, ...
@@ -43,12 +47,13 @@ class InTuneOperator(BaseOperator):
                  cpu_budget: float | None = None, ram_budget: int | str | None = None,
                  strict: bool = False, method: str = "intune", window_s: float | None = None,
                  timeout_s: float | None = None,
-                 pipeline_kwargs: Mapping[str, Any] | None = None, **kwargs) -> None:
+                 pipeline_kwargs: Mapping[str, Any] | None = None, workers: str | None = None,
+                 **kwargs) -> None:
         super().__init__(task_id=task_id, **kwargs)
         given = dict(pipeline=pipeline, budget_s=budget_s, cache=cache, aws_conn_id=aws_conn_id,
                      cpu_budget=cpu_budget, ram_budget=ram_budget, strict=strict,
                      method=method, window_s=window_s, timeout_s=timeout_s,
-                     pipeline_kwargs=pipeline_kwargs)
+                     pipeline_kwargs=pipeline_kwargs, workers=workers)
         arguments.check(given, where="InTuneOperator")   # a mistake is a DAG import error
         # Airflow 3 calls a callable found in a template field as a template: keep a factory
         # aside and show its name in the field.

@@ -37,6 +37,9 @@ def register(sub):
     p.add_argument("--steps", type=int, default=200, help="DLRM training steps per night (default 200)")
     p.add_argument("--torch", action="store_true",
                    help="use the torchdata pipeline (examples.criteo_torch) instead of tf.data")
+    p.add_argument("--workers", default=None, metavar="SPEC",
+                   help='a scale-out night: tune and train on tf.data service workers, e.g. '
+                        '"local:2x1" (night 1 picks how many, night 2 starts them from the cache)')
     p.add_argument("--home", default=None,
                    help="where Metaflow's files and the demo's policy cache go "
                         "(default: <user cache dir>/intune_flow/demo)")
@@ -96,6 +99,8 @@ def flow_file(torch: bool) -> tuple[Path, str]:
 def run_night(path: Path, label: str, env: dict, args, run_id_file: Path) -> tuple[str, float]:
     cmd = [sys.executable, str(path), "run", "--tune_budget_s", str(args.budget_s),
            "--train_steps", str(args.steps), "--run-id-file", str(run_id_file)]
+    if getattr(args, "workers", None):
+        cmd[3:3] = ["--workers", args.workers]
     print(f"\n=== {label}: {' '.join(cmd[1:])}", flush=True)
     start = time.perf_counter()
     proc = subprocess.run(cmd, env=env, cwd=path.parents[1])
@@ -124,6 +129,12 @@ def _demo(args) -> int:
 
     if args.budget_s < 0 or args.steps < 1:
         raise DemoError("--budget-s must be >= 0 and --steps >= 1")
+    if args.workers:
+        from ..options import coerce
+
+        args.workers = coerce("workers", args.workers, where="--workers")
+        if args.torch:
+            raise DemoError("--workers runs tf.data on tf.data service workers; drop --torch")
     path, flow_name = flow_file(args.torch)
     home = demo_home(args.home)
     home.mkdir(parents=True, exist_ok=True)

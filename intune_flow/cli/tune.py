@@ -59,6 +59,9 @@ def _run(args) -> int:
           f"{versus})")
     print(f"tuning      {result.tuning_seconds:.1f}s"
           + (f" (saved {result.seconds_saved:.1f}s)" if result.seconds_saved else ""))
+    if result.worker_pool:
+        cost = f", ${result.cost_per_million:.4f} per M records" if result.cost_per_million else ""
+        print(f"workers     {result.workers} of {result.worker_pool}{cost}")
     print(f"cache       {result.cache_uri}  key {result.cache_key}")
     for warning in result.warnings:
         print(f"warning     {warning}")

@@ -67,7 +67,9 @@ class IntuneDecorator(StepDecorator):
     local default), ``cpu_budget``/``ram_budget`` (default: the step's ``@resources``),
     ``strict`` (False), ``method`` ("intune"), ``window_s``, ``timeout_s`` (seconds a probe
     or the factory's first build may hang before it is abandoned; default: tune()'s),
-    ``pipeline_kwargs`` (dict).
+    ``pipeline_kwargs`` (dict), ``workers`` (``"local:4x1"``, ``"ray:32x4"``: scale out onto
+    tf.data service workers; ``current.intune.dataset()`` then starts them and they stop
+    after the step).
     """
 
     name = "intune"
@@ -183,10 +185,16 @@ class IntuneDecorator(StepDecorator):
             intune_card.add_note(
                 "@intune was attached to this step but the step never used `current.intune`, "
                 "so nothing was tuned.", logger=_log)
-        self.session = None
+        self._close()
 
     def task_exception(self, exception, step_name, flow, graph, retry_count, max_user_code_retries):
-        self.session = None
+        self._close()
+
+    def _close(self) -> None:
+        """The step ended: stop the workers current.intune.dataset() started."""
+        session, self.session = self.session, None
+        if session is not None:
+            session.close()
 
     def task_finished(self, step_name, flow, graph, is_task_ok, retry_count,
                       max_user_code_retries):
@@ -270,7 +278,7 @@ def intune(*args, **kwargs):
 
     ``@intune(pipeline="package.module:factory", budget_s=60, cache=None, cpu_budget=None,
     ram_budget=None, strict=False, method="intune", window_s=None, timeout_s=None,
-    pipeline_kwargs=None)``
+    pipeline_kwargs=None, workers=None)``
     above ``@step``; inside the step ``current.intune.dataset()`` is the tuned dataset.
     """
     return _base_step_decorator(IntuneDecorator, *args, **kwargs)

@@ -35,6 +35,7 @@ class IntuneSession:
         self.cpu_budget = cpu_budget
         self.cache = cache
         self.cache_origin = cache_origin
+        self._served = None
 
     @property
     def tuned(self) -> bool:
@@ -72,8 +73,20 @@ class IntuneSession:
         return self.result.reason
 
     def dataset(self, **factory_kwargs):
-        """The pipeline built with the tuned config; ``factory_kwargs`` override ``pipeline_kwargs``."""
-        return self.result.build(**factory_kwargs)
+        """The pipeline built with the tuned config; ``factory_kwargs`` override ``pipeline_kwargs``.
+        For a scale-out result (``workers=``) it starts the chosen workers and returns the
+        dataset distributed to them; they stop when the step ends (:meth:`close`)."""
+        if not self.result.workers:
+            return self.result.build(**factory_kwargs)
+        from ..scaleout.serve import Served
+
+        self._served = self._served or Served()
+        return self._served.open(self.result, **factory_kwargs)
+
+    def close(self) -> None:
+        """Stop the workers :meth:`dataset` started (the decorator calls it after the step)."""
+        if self._served is not None:
+            self._served.close()
 
     def to_dict(self) -> dict:
         """JSON-serializable record of the tuning phase (saved as the ``intune_result`` artifact)."""

@@ -13,6 +13,8 @@ SUMMARY_FIELDS = (
     ("pipeline_throughput", "pipeline records/s (tuned config)", "{:,.0f}"),
     ("vs_autotune", "times AUTOTUNE", "{:.1f}x"),
     ("config", "config", "{}"),
+    ("workers", "data workers (scale-out)", "{}"),
+    ("cost_per_million", "$ per M records (scale-out)", "{:.4f}"),
 )
 
 
@@ -32,6 +34,8 @@ def summarize(intune_result: dict, train_stats: dict) -> dict:
         "vs_autotune": _ratio(intune_result.get("throughput"),
                               intune_result.get("autotune_throughput")),
         "config": intune_result.get("config"),
+        "workers": intune_result.get("workers") if intune_result.get("worker_pool") else None,
+        "cost_per_million": intune_result.get("cost_per_million"),
     }
 
 

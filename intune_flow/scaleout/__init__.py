@@ -16,7 +16,8 @@ from .baselines import BASELINES
 from .cost import CostModel, Objective
 from .env import ClusterEnv, ClusterMeasurement
 from .search import METHODS, ScaleOut, ScaleOutcome, run_scaleout
+from .serve import Served, serve
 from .walk import ScaleWalk
 
 __all__ = ["BASELINES", "METHODS", "ClusterEnv", "ClusterMeasurement", "CostModel", "Objective",
-           "ScaleOut", "ScaleOutcome", "ScaleWalk", "run_scaleout"]
+           "ScaleOut", "ScaleOutcome", "ScaleWalk", "Served", "run_scaleout", "serve"]

@@ -38,7 +38,7 @@ class ScaleWalk:
         self.max_moves = max_moves
         self.startups: list[float] = []
         self.startup_guess_s = startup_guess_s
-        self.window_s = 10.0
+        self.window_s = float(getattr(env, "window_s", 10.0)) + float(getattr(env, "warmup_s", 0.0))
         self.measured: dict[int, ClusterMeasurement] = {}
         self.values: dict[int, float] = {}
         self.history: list[dict] = []

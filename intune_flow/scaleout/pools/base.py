@@ -44,6 +44,9 @@ from ...errors import OptionsError, WorkerPoolError
 HEARTBEAT_MS = 1000
 #: How long the dispatcher waits for a heartbeat before it considers a worker missing.
 WORKER_TIMEOUT_MS = 10_000
+#: A job no client reads any more is released this soon (TF's default is 5 minutes): every
+#: tuning probe is a job, and a released one stops taking the workers' CPU and memory.
+JOB_GC_MS = 2_000
 
 
 @dataclass
@@ -109,7 +112,8 @@ class WorkerPool:
 
                     service = tf.data.experimental.service
                     self._dispatcher = service.DispatchServer(service.DispatcherConfig(
-                        port=0, worker_timeout_ms=self.worker_timeout_ms))
+                        port=0, worker_timeout_ms=self.worker_timeout_ms,
+                        job_gc_check_interval_ms=JOB_GC_MS // 2, job_gc_timeout_ms=JOB_GC_MS))
                 except BaseException:
                     self.stop()
                     raise

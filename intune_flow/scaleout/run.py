@@ -1,0 +1,223 @@
+"""``tune(..., workers=...)``: the scale-out decision table, on real tf.data service workers.
+
+:class:`ScaleOutRun` is a :class:`~intune_flow.tune.TuningRun` whose environment is a
+:class:`~intune_flow.scaleout.service.ServiceClusterEnv` over the pool ``workers=`` names:
+
+* before any worker starts, the worker side is checked (``check_worker_side``: a
+  ``py_function`` stage there raises :class:`~intune_flow.errors.PipelineError`; so does a
+  pipeline that is not tf.data);
+* the key is the single-node key's with the worker node class added
+  (``cpu2-ram16g+workers-local1c``);
+* an exact hit starts the recorded number of workers at once and verifies the recorded
+  per-worker config with one short probe through the service (``"cache"``); one that
+  delivers below the drift threshold is searched again from it (``"refined"``);
+* a record of the same pipeline under another worker class (or on one node) seeds the
+  per-worker config of a short search (``"transferred"``);
+* a miss runs the cluster agent (:class:`~intune_flow.scaleout.search.ScaleOut`: K = 0,
+  the node agent on the trainer, one worker and the node agent on it, then the agent's
+  moves over K) within ``budget_s`` wall seconds, worker start-ups included (``"tuned"``);
+* a failure of the pool (Ray missing or unreachable, a worker that never registers within
+  the pool's bounded wait, a port in use) falls back, in :meth:`fallback`, to single-node
+  tuning: ``source="fallback"``, ``workers=0`` and the reason.
+
+The pool used for tuning is stopped when ``tune()`` returns; ``result.serve()`` starts the
+chosen number of workers again for training.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from ..cache.keys import make_key
+from ..cache.records import Lookup, Record, hardware_info, summarize_history, transfer_candidates
+from ..errors import describe_error
+from ..tune import TuningRun, WriteIntent, _shipped_shapes
+from .cost import Objective
+from .pools.spec import PoolSpec, make_pool, parse_pool_spec
+from .search import ScaleOut
+from .service import ServiceClusterEnv
+from .worker_side import check_worker_side
+
+log = logging.getLogger(__name__)
+
+NODE_SHARE = 0.2
+"""Each node-level tuning (the trainer, then one worker) gets this share of the budget."""
+NODE_STEPS = 12
+"""At most this many node-level measurements per node (the budget usually ends them first)."""
+
+
+def worker_class(spec: PoolSpec) -> str:
+    """The worker node class in cache keys: ``workers-local1c``, ``workers-ray4c``."""
+    return f"workers-{spec.kind}{spec.cores_per_worker}c"
+
+
+class ScaleOutRun(TuningRun):
+    """One ``tune(..., workers=spec)``; ``pool_kwargs`` go to the pool
+    (``registration_timeout_s=``, ...)."""
+
+    def __init__(self, options, pipeline, *, cache, single_node_env, pool_kwargs=None, **kw):
+        super().__init__(options, pipeline, cache=cache, make_env=single_node_env, **kw)
+        given = options.workers
+        self.pool_source = given if not isinstance(given, str) else None   # a WorkerPool
+        self.spec = parse_pool_spec(given) if isinstance(given, str) else PoolSpec(
+            given.kind, given.max_workers, given.cores_per_worker, getattr(given, "address", None))
+        self.node_hardware = self.hardware
+        self.hardware = f"{self.hardware}+{worker_class(self.spec)}"
+        self.pool_kwargs = dict(pool_kwargs or {})
+        self.primary_cache = cache
+        self.cluster: ServiceClusterEnv | None = None
+        self.scale: ScaleOut | None = None
+
+    # -- checks before anything starts ------------------------------------------------------
+    def execute(self):
+        try:
+            description = self.pipeline.describe(self.options.timeout_s)
+        except Exception:  # noqa: BLE001 - TuningRun.execute reports it (falls back)
+            description = None
+        if description is not None:
+            check_worker_side(self.pipeline.worker_side(description.space.defaults()),
+                              what=f"the worker side of {self.pipeline.name}")
+        return super().execute()
+
+    # -- the sources --------------------------------------------------------------------------
+    def _tune(self):
+        self.description = self.pipeline.describe(self.options.timeout_s)
+        self.key = make_key(self.description.fingerprint, self.description.space, self.hardware)
+        found = self._look_up()
+        budget = self.options.budget_s
+        with make_pool(self.pool_source or self.spec, **self.pool_kwargs) as pool:
+            window = self.options.window_s or self.policy.search_window(budget)
+            self.cluster = ServiceClusterEnv(
+                self.pipeline, pool, cpu_budget=self.cpu_budget, ram_budget=self.ram_budget,
+                window_s=window, warmup_s=min(self.policy.probe_warmup_s, window / 2),
+                timeout_s=self.options.timeout_s or 30.0)
+            if found.record is not None and "workers" in found.record.history:
+                return self.use_cached_cluster(found)
+            for candidate in self.cache.call(transfer_candidates, self.key,
+                                             cpu_budget=self.cpu_budget,
+                                             expected_shapes=_shipped_shapes()) or []:
+                config = self._valid_config(candidate.config)
+                if config is not None:
+                    self.started_from = candidate
+                    why = (f"no record for {self.hardware}; started from the record for "
+                           f"{candidate.key.hardware}")
+                    return self.scale_out(start=config, budget_s=self._warm_budget(),
+                                          source="transferred", reason=why,
+                                          cold_seconds=self._cold_seconds(candidate))
+            return self.scale_out(start=None, budget_s=budget, source="tuned",
+                                  reason="; ".join(self.notes) or None)
+
+    def use_cached_cluster(self, found: Lookup):
+        """Start the recorded workers at once and verify with one short probe."""
+        record = self.record = self.started_from = found.record
+        config = self.description.space.validate(record.config)
+        k = min(int(record.history["workers"]), self.spec.max_workers)
+        env = self.cluster
+        env.set_workers(k)
+        m = env.measure(config, window_s=self.policy.verify_window_s,
+                        warmup_s=self.policy.verify_warmup_s)
+        if m.ok and m.delivered >= self.policy.drift_threshold * record.throughput:
+            result = self._cluster_result("cache", k, config, m, reason="; ".join(self.notes))
+            return result, None
+        why = (f"verification probe with {k} worker(s) measured {m.delivered:,.0f}/s, below "
+               f"{self.policy.drift_threshold:.0%} of the recorded {record.throughput:,.0f}/s"
+               if m.ok else f"verification probe failed ({m.status}: {str(m.error)[:200]})")
+        return self.scale_out(start=config, budget_s=self._warm_budget(), source="refined",
+                              reason=f"{why}; searched again from the cached config",
+                              stale=(found.version, 0.0),
+                              cold_seconds=self._cold_seconds(record))
+
+    def scale_out(self, *, start, budget_s: float, source: str, reason, stale=None,
+                  cold_seconds=None):
+        """The cluster agent over K with the node agent nested, on the real pool."""
+        from ..search import run_search
+
+        env, seed = self.cluster, self.options.seed
+        node_budget = max(NODE_SHARE * budget_s, 2 * (env.window_s + env.warmup_s))
+
+        def node_tuner(cluster, k):
+            out = run_search(cluster.node_env(k), "intune", start=start, budget_s=node_budget,
+                             max_steps=NODE_STEPS, seed=seed, progress=False)
+            if out.best is None or not out.best.ok:
+                raise RuntimeError(f"no config measured on the {'trainer' if k == 0 else 'worker'}"
+                                   f" ({out.best.status if out.best else 'nothing measured'})")
+            return dict(out.best.config), float(out.best.throughput)
+
+        self.scale = ScaleOut(env, Objective(), budget_s=budget_s, seed=seed,
+                              node_tuner=node_tuner)
+        outcome = self.scale.search()
+        pick = outcome.pick
+        if not pick.ok or pick.delivered <= 0:
+            raise RuntimeError(f"every scale-out measurement failed ({pick.status}: "
+                               f"{pick.error})")
+        config = dict(pick.config)     # the best measured (K, config): the env runs it now
+        confirm = env.measure(config, window_s=self.policy.verify_window_s,
+                              warmup_s=self.policy.verify_warmup_s)
+        result = self._cluster_result(source, outcome.workers, config, pick, reason=reason)
+        intent = WriteIntent(outcome, None, stale=stale, cold_seconds=cold_seconds)
+        self._confirmed = confirm
+        return result, intent
+
+    def _cluster_result(self, source, k, config, pick, reason):
+        env = self.cluster
+        first = env.measurements[0] if env.measurements else pick
+        result = self._result(source=source, config=config, throughput=pick.delivered,
+                              start_config=first.config, start_throughput=first.delivered,
+                              reason=reason, history=[m for _, m in env.probes])
+        result.workers = k
+        result.worker_pool = str(self.spec)
+        result.cost_per_million = env.cost.per_million(k, pick.delivered, env.demand)
+        result.cluster_history = [m.to_dict() for m in env.measurements]
+        result.worker_startups = [list(s) for s in env.startups]
+        return result
+
+    # -- the one fallback point ---------------------------------------------------------------
+    def fallback(self, reason: str):
+        """A scale-out failure: tune on this node instead (``source="fallback"``)."""
+        if self.description is None:
+            return super().fallback(reason)
+        log.warning("scale-out failed (%s); tuning on this node instead", reason)
+        options = dataclasses.replace(self.options, workers=None)
+        inner = TuningRun(options, self.pipeline, cpu_budget=self.cpu_budget,
+                          ram_budget=self.ram_budget, cache=self.primary_cache,
+                          make_env=self.make_env, policy=self.policy)
+        try:
+            result = inner.execute()
+        except Exception as exc:  # noqa: BLE001 - strict single-node tuning raised
+            return super().fallback(f"{reason}; single-node tuning failed too: "
+                                    f"{describe_error(exc)}")
+        was, result.source = result.source, "fallback"
+        result.reason = (f"scale-out with workers={self.spec} failed ({reason}); tuned on this "
+                         f"node instead (single-node source {was})")
+        result.worker_pool = str(self.spec)
+        return result
+
+    # -- the record ---------------------------------------------------------------------------
+    def _record(self, result, intent) -> Record:
+        """The scale-out record: the per-worker config, the worker count, the cost per record,
+        and the figure of the confirming probe where lower (as single-node records)."""
+        outcome = intent.outcome
+        cold = intent.cold_seconds if intent.cold_seconds is not None else result.tuning_seconds
+        history = summarize_history(result.history)
+        recorded = result.throughput
+        confirm = getattr(self, "_confirmed", None)
+        if confirm is not None and confirm.ok:
+            recorded = min(recorded, confirm.delivered)
+        history.update(workers=int(result.workers), worker_pool=result.worker_pool,
+                       worker_class=worker_class(self.spec),
+                       cost_per_million=result.cost_per_million, source=result.source,
+                       cold_tuning_seconds=cold, search_seconds=outcome.seconds,
+                       search_best_throughput=float(result.throughput),
+                       cluster=[{k: m[k] for k in ("workers", "delivered", "per_hour",
+                                                   "status")} for m in result.cluster_history],
+                       startups=result.worker_startups)
+        return Record(
+            key=self.key, config=dict(result.config), throughput=float(recorded),
+            knob_space=self.description.space.to_json(),
+            start_config=dict(result.start_config),
+            start_throughput=float(result.start_throughput),
+            tuning_seconds=float(result.tuning_seconds), method=result.method,
+            hardware=hardware_info(self.hardware, self.cpu_budget, self.ram_budget),
+            history=history, pipeline=result.pipeline, weights=None)
+

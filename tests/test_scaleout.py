@@ -1,0 +1,265 @@
+"""tune(..., workers=...) on real tf.data service workers: local worker processes and a real
+local Ray, the dispatcher in this process, nothing mocked. Worker counts stay at 1-2 workers
+of 1 core (2-core machines); no test asserts a speed."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import time
+
+import psutil
+import pytest
+
+import intune_flow
+from intune_flow.errors import OptionsError, PipelineError, TuningError
+from intune_flow.result import TuneResult
+from intune_flow.scaleout.pools import LocalProcessPool
+
+tf = pytest.importorskip("tensorflow")
+
+HASH = "intune_flow.examples.scaleout:hash_pipeline"
+SLEEP = "intune_flow.examples.scaleout:sleep_pipeline"
+
+
+def _worker_pids() -> list[int]:
+    out = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if any("intune_flow.scaleout.worker" in part for part in child.cmdline()):
+                if child.status() != psutil.STATUS_ZOMBIE:
+                    out.append(child.pid)
+        except psutil.Error:
+            pass
+    return out
+
+
+def _no_workers_left(timeout=20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while _worker_pids() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _worker_pids() == []
+
+
+@pytest.fixture(scope="module")
+def cold(tmp_path_factory):
+    """One cold scale-out tuning run of the latency-bound pipeline on at most 2 workers."""
+    cache = str(tmp_path_factory.mktemp("scaleout-cache"))
+    t0 = time.perf_counter()
+    result = intune_flow.tune(SLEEP, workers="local:2x1", budget_s=20, cache=cache,
+                              progress=False, seed=0)
+    return cache, result, time.perf_counter() - t0
+
+
+@pytest.mark.slow
+def test_cold_scaleout_picks_workers_and_carries_every_measurement(cold):
+    cache, r, _ = cold
+    assert r.source == "tuned", r.reason
+    assert r.worker_pool == "local:2x1" and 0 <= r.workers <= 2
+    assert r.throughput > 0 and r.cost_per_million is not None and r.cost_per_million > 0
+    seen = {m["workers"] for m in r.cluster_history}
+    assert {0, 1} <= seen                      # K = 0 and one worker were measured
+    assert all(m["status"] == "ok" for m in r.cluster_history)
+    pick = min((m for m in r.cluster_history if m["delivered"] > 0),
+               key=lambda m: m["per_hour"] / m["delivered"])
+    assert pick["workers"] == r.workers        # the cheapest measured window is the pick
+    assert any(s[1] > s[0] and s[2] > 0 for s in r.worker_startups)  # start-ups were timed
+    assert r.history and r.cache_key.endswith("+workers-local1c")
+    back = TuneResult.from_dict(json.loads(json.dumps(r.to_dict())))
+    assert (back.workers, back.worker_pool, back.config) == (r.workers, r.worker_pool, r.config)
+    _no_workers_left()
+
+
+@pytest.mark.slow
+def test_second_run_warm_starts_with_the_same_workers(cold):
+    cache, r, cold_seconds = cold
+    t0 = time.perf_counter()
+    warm = intune_flow.tune(SLEEP, workers="local:2x1", budget_s=20, cache=cache,
+                            progress=False)
+    assert warm.source == "cache", warm.reason
+    assert (warm.workers, warm.config) == (r.workers, r.config)
+    assert [m["workers"] for m in warm.cluster_history] == [r.workers]   # one probe
+    assert time.perf_counter() - t0 < cold_seconds
+    _no_workers_left()
+
+
+@pytest.mark.slow
+def test_another_worker_class_transfers_from_the_record(cold):
+    cache, r, _ = cold
+    other = intune_flow.tune(SLEEP, workers="local:1x2", budget_s=8, cache=cache,
+                             progress=False, seed=0)
+    assert other.source == "transferred", other.reason
+    assert "+workers-local1c" in other.reason and other.cache_key.endswith("+workers-local2c")
+    assert other.worker_pool == "local:1x2" and other.workers in (0, 1)
+    _no_workers_left()
+
+
+@pytest.mark.slow
+def test_serve_starts_the_workers_and_stops_them_on_exit():
+    r = TuneResult(config={"hash": 1, "prefetch": 2, "threadpool": -1}, workers=2,
+                   worker_pool="local:2x1", pipeline=HASH)
+    with r.serve() as ds:
+        assert len(_worker_pids()) == 2
+        rows = sum(int(b.shape[0]) for b in ds.take(20))
+    assert rows == 20 * 256
+    _no_workers_left()
+    r.workers = 1
+    with pytest.raises(RuntimeError, match="boom"):
+        with r.serve(processing_mode="distributed_epoch", n=256 * 40) as ds:
+            next(iter(ds))
+            raise RuntimeError("boom")
+    _no_workers_left()
+
+
+def test_a_python_stage_on_the_worker_side_is_refused_before_any_worker_starts():
+    def factory(knobs):
+        ds = tf.data.Dataset.range(100).batch(10)
+        return ds.map(lambda x: tf.numpy_function(lambda v: v * 2, [x], tf.int64),
+                      num_parallel_calls=knobs.parallelism("double", max=4))
+
+    with pytest.raises(PipelineError, match=r"calls Python .*Fix: move that stage to the "
+                                            r"trainer side"):
+        intune_flow.tune(factory, workers="local:1", budget_s=5, cache="memory://py",
+                         progress=False)
+    assert _worker_pids() == []
+
+
+def test_knobs_split_keeps_the_trainer_side_off_the_workers():
+    from intune_flow.pipeline import Pipeline
+    from intune_flow.scaleout.worker_side import python_stages
+
+    def factory(knobs):
+        ds = tf.data.Dataset.range(100).batch(10)
+        ds = ds.map(lambda x: x + 1, num_parallel_calls=knobs.parallelism("inc", max=4))
+        ds = knobs.split(ds)       # the Python stage below runs on the trainer
+        return ds.map(lambda x: tf.numpy_function(lambda v: v * 2, [x], tf.int64))
+
+    pipe = Pipeline.load(factory)
+    assert python_stages(pipe.worker_side()) == []
+    assert python_stages(pipe.build()) != []     # single node: the whole factory, unchanged
+    assert list(pipe.build().take(1).as_numpy_iterator())[0][0] == 2
+
+
+@pytest.mark.slow
+def test_a_worker_that_never_registers_falls_back_to_single_node_tuning(tmp_path):
+    pool = LocalProcessPool(max_workers=1, registration_timeout_s=0.3)
+    r = intune_flow.tune(HASH, workers=pool, budget_s=3, cache=str(tmp_path), progress=False)
+    assert r.source == "fallback" and r.workers == 0
+    assert "did not register" in r.reason and "tuned on this node instead" in r.reason
+    assert r.throughput > 0 and r.config            # the single-node search ran
+    assert r.history and r.worker_pool == "local:1x1"
+    _no_workers_left()
+    with pytest.raises(TuningError, match="did not register"):
+        intune_flow.tune(HASH, workers=LocalProcessPool(1, registration_timeout_s=0.3),
+                         budget_s=3, cache=str(tmp_path), strict=True, progress=False)
+    _no_workers_left()
+
+
+@pytest.mark.slow
+def test_a_worker_killed_while_training_does_not_stop_training():
+    r = TuneResult(config={"hash": 1, "prefetch": 2, "threadpool": -1}, workers=2,
+                   worker_pool="local:2x1", pipeline=HASH)
+    with LocalProcessPool(max_workers=2, registration_timeout_s=180) as pool:
+        with r.serve(pool=pool) as ds:     # parallel_epochs over repeated data
+            it = iter(ds)
+            for _ in range(20):
+                next(it)
+            victim = pool.worker_info[0].pid
+            os.kill(victim, signal.SIGKILL)
+            deadline = time.monotonic() + 45
+            got = 0
+            while got < 200 and time.monotonic() < deadline:
+                next(it)
+                got += 1
+            assert got == 200                    # the survivor keeps the job fed
+            assert pool.workers == 1
+        assert pool.workers == 1                 # a pool passed in is left to its owner
+    _no_workers_left()
+
+
+@pytest.mark.slow
+def test_serve_on_a_local_ray():
+    ray = pytest.importorskip("ray")
+    r = TuneResult(config={"hash": 1, "prefetch": 2, "threadpool": -1}, workers=1,
+                   worker_pool="ray:1x1", pipeline=HASH)
+    with r.serve() as ds:
+        assert ray.is_initialized()
+        assert sum(int(b.shape[0]) for b in ds.take(10)) == 2560
+    assert not ray.is_initialized()
+
+
+def test_every_surface_takes_workers_and_refuses_a_bad_spec():
+    from intune_flow.airflow import InTuneOperator, intune_task
+    from intune_flow.metaflow.attributes import parse
+
+    op = InTuneOperator(task_id="t", pipeline=HASH, workers="ray:4x2")
+    assert op.workers == "ray:4x2" and "workers" in op.template_fields
+    with pytest.raises(OptionsError, match="workers='gpu:4'"):
+        InTuneOperator(task_id="t2", pipeline=HASH, workers="gpu:4")
+    with pytest.raises(OptionsError, match="workers='local:0'"):
+        intune_task(pipeline=HASH, workers="local:0")
+    assert parse({"pipeline": HASH, "workers": "local:2"}).workers == "local:2x1"
+    with pytest.raises(OptionsError, match="^@intune: workers="):
+        parse({"pipeline": HASH, "workers": "two"})
+
+
+def test_without_workers_results_serve_the_single_node_dataset():
+    r = TuneResult(config={"hash": 1, "prefetch": 1, "threadpool": -1}, pipeline=HASH,
+                   pipeline_kwargs={"n": 512})
+    with r.serve() as ds:
+        assert sum(int(b.shape[0]) for b in ds) == 512
+    assert _worker_pids() == [] and not math.isnan(r.throughput)
+
+
+@pytest.mark.slow
+def test_the_readme_scaleout_example_runs_as_written(tmp_path):
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    body = re.search(r"<!-- readme-test-scaleout -->\n```python\n(.*?)```", readme, re.S)[1]
+    (tmp_path / "scaleout_example.py").write_text(body)
+    proc = subprocess.run([sys.executable, "scaleout_example.py"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    first, second = proc.stdout.splitlines()[:2]
+    assert first.split()[0] == "tuned" and int(first.split()[1]) in (0, 1, 2)
+    assert "records/s" in second and "per M records" in second
+    assert (tmp_path / "scaleout-cache").is_dir()
+    leftover = []     # the example's workers ran in its directory: none may be left
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if p.cwd() == str(tmp_path) and p.status() != psutil.STATUS_ZOMBIE:
+                leftover.append(p.info["cmdline"])
+        except psutil.Error:
+            pass
+    assert leftover == []
+
+
+def test_the_scaleout_benchmark_renders_its_files_and_readme_block(tmp_path):
+    from benchmarks import scaleout
+
+    rows = {label: {"workers": k, "config": {}, "delivered": rate, "windows": [rate],
+                    "cost_per_million": 4.05 / (rate * 3600) * 1e6}
+            for label, k, rate in (("K=0", 0, 100.0), ("K=1", 1, 300.0),
+                                   ("K=0 agent's config", 0, 150.0),
+                                   ("K=1 agent's config", 1, 320.0), ("agent", 1, 320.0),
+                                   ("scale_until_flat", 1, 300.0), ("demand_match", 1, 300.0))}
+    data = {"machine": {"usable_cpus": 2, "cpu_model": "test"}, "budget_s": 10, "repeats": 1,
+            "window_s": 1,
+            "results": {"hash": {"pipeline": scaleout.PIPELINES["hash"], "max_workers": 1,
+                                 "rows": rows, "best_k": 1, "best_row": "K=1 agent's config",
+                                 "agent": {"workers": 1, "tuning_seconds": 12.0,
+                                           "measurements": 4, "source": "tuned"},
+                                 "rules": {}}}}
+    readme = tmp_path / "README.md"
+    readme.write_text(f"x\n{scaleout.START}\nstale\n{scaleout.END}\ny\n")
+    scaleout.write_outputs(data, tmp_path, readmes=[readme])
+    block = readme.read_text()
+    assert "stale" not in block and "K=1 agent's config" in block and "| agent | 1 |" in block
+    assert json.loads((tmp_path / "scaleout.json").read_text())["results"]["hash"]["best_k"] == 1
+    assert (tmp_path / "scaleout.png").stat().st_size > 0
