@@ -59,14 +59,12 @@ def test_cold_scaleout_picks_workers_and_carries_every_measurement(cold):
     assert r.worker_pool == "local:2x1" and 0 <= r.workers <= 2
     assert r.throughput > 0 and r.cost_per_million is not None and r.cost_per_million > 0
     seen = {m["workers"] for m in r.cluster_history}
-    assert 0 in seen and seen <= {0, 1, 2}     # K = 0 first; one worker only if its start-up
-    #                                            fits what is left of the 20 s (a busy machine)
+    assert {0, 1} <= seen                      # K = 0 and one worker were measured
     assert all(m["status"] == "ok" for m in r.cluster_history)
     pick = min((m for m in r.cluster_history if m["delivered"] > 0),
                key=lambda m: m["per_hour"] / m["delivered"])
     assert pick["workers"] == r.workers        # the cheapest measured window is the pick
-    if 1 in seen:
-        assert any(s[1] > s[0] and s[2] > 0 for s in r.worker_startups)  # start-ups were timed
+    assert any(s[1] > s[0] and s[2] > 0 for s in r.worker_startups)  # start-ups were timed
     assert r.history and r.cache_key.endswith("+workers-local1c")
     back = TuneResult.from_dict(json.loads(json.dumps(r.to_dict())))
     assert (back.workers, back.worker_pool, back.config) == (r.workers, r.worker_pool, r.config)

@@ -100,13 +100,13 @@ class ScaleOut:
         env = self.env
         walk = ScaleWalk(env, self.objective, self.config_for, budget_s=self.budget_s)
         walk.go(0)
-        if meets(walk.best) or not walk.fits(0):
+        if meets(walk.best):
             return walk
         self.configs[0], _ = self.node_tuner(env, 0)
         walk.go(0)
         if meets(walk.best):
             return walk
-        if walk.cap >= 1 and walk.fits(1):   # a worker's start-up must fit what is left
+        if walk.cap >= 1:
             seconds = env.set_workers(1)
             walk.startups.append(seconds)
             self.configs[1], self.node_rate = self.node_tuner(env, 1)
