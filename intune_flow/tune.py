@@ -391,7 +391,11 @@ class TuningRun:
         recorded = result.throughput
         if intent.confirm is not None and intent.confirm.ok:
             recorded = min(recorded, intent.confirm.throughput)
-        weights = outcome.policy_state
+        return self._record_of(result, recorded, history, outcome.policy_state)
+
+    def _record_of(self, result: TuneResult, recorded: float, history: dict,
+                   weights=None) -> Record:
+        """The record of ``result`` under this run's key, stored at the figure ``recorded``."""
         return Record(
             key=self.key, config=dict(result.config), throughput=float(recorded),
             knob_space=self.description.space.to_json(),

@@ -30,7 +30,7 @@ import dataclasses
 import logging
 
 from ..cache.keys import make_key
-from ..cache.records import Lookup, Record, hardware_info, summarize_history, transfer_candidates
+from ..cache.records import Lookup, Record, summarize_history, transfer_candidates
 from ..errors import describe_error
 from ..tune import TuningRun, WriteIntent, _shipped_shapes
 from .cost import Objective
@@ -212,12 +212,5 @@ class ScaleOutRun(TuningRun):
                        cluster=[{k: m[k] for k in ("workers", "delivered", "per_hour",
                                                    "status")} for m in result.cluster_history],
                        startups=result.worker_startups)
-        return Record(
-            key=self.key, config=dict(result.config), throughput=float(recorded),
-            knob_space=self.description.space.to_json(),
-            start_config=dict(result.start_config),
-            start_throughput=float(result.start_throughput),
-            tuning_seconds=float(result.tuning_seconds), method=result.method,
-            hardware=hardware_info(self.hardware, self.cpu_budget, self.ram_budget),
-            history=history, pipeline=result.pipeline, weights=None)
+        return self._record_of(result, recorded, history)
 
