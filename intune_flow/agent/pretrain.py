@@ -1,4 +1,5 @@
-"""Pretraining in the simulator: many random pipelines on machines of 2-128 cores."""
+"""Pretraining in the simulator: many random pipelines on machines of 2-128 cores, taught by
+the oracle (:mod:`.teacher`)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,16 @@ import torch
 
 from ..sim import SimEnv, oracle, sample_pipeline
 from .dqn import DQNAgent, DQNConfig, linear_schedule
-from .moves import recover, smart_start
+from .moves import bottleneck_action, recover, smart_start
+from .teacher import TargetBuffer, fit, move_targets
 from .walk import Walk
 
 CORE_CHOICES = (2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 EPISODE_STEPS = 40
 EVAL_PIPELINES = 24
+TEACHER = DQNConfig(gamma=0.0, eps_start=0.5, eps_end=0.1)
+"""Pretraining's settings: one-step targets (``gamma`` 0, as online fine-tuning), and
+exploration that leaves most states to the policy's own walks."""
 
 
 @dataclass
@@ -37,32 +42,34 @@ def random_start(env: SimEnv, rng: np.random.Generator) -> dict:
     return {k.name: int(rng.choice(k.grid())) for k in env.space}
 
 
-def run_episode(agent: DQNAgent, env: SimEnv, start: dict, *, explore: bool, epsilon: float = 0.0,
-                max_steps: int = EPISODE_STEPS, learn_every: int = 0, on_step=None) -> Walk:
-    """One walk of at most ``max_steps`` measurements; stores transitions when ``learn_every``."""
+def run_episode(agent: DQNAgent, env: SimEnv, start: dict, *, epsilon: float = 0.0,
+                heuristics: bool = True, max_steps: int = EPISODE_STEPS,
+                buffer: TargetBuffer | None = None, on_state=None) -> Walk:
+    """One walk of at most ``max_steps`` measurements, moved as online search moves it: the
+    memory guard, then (with ``heuristics``) the smart start and the bottleneck move before
+    each of the policy's choices (epsilon-greedy). Every state where the policy chooses
+    goes into ``buffer`` with its oracle targets (:func:`~.teacher.move_targets`)."""
     walk = Walk(env.space, env.measure(start), cpu_budget=env.cpu_budget,
                 ram_budget=env.ram_budget, max_steps=max_steps)
-    decisions = 0
     if not walk.current.ok:
         recover(walk, env.measure, max_steps)
-    smart_start(walk, env.measure)
+    if heuristics:
+        smart_start(walk, env.measure)
+    decisions = 0
     while walk.steps < max_steps and decisions < 3 * max_steps:
         walk.set_budget_left(1 - walk.steps / max_steps)
-        obs, mask = walk.observe()
+        obs, mask = walk.observe(allow_stop=False)
         if not mask[:-1].any():
             break
-        a = agent.act(obs, mask, explore=explore, epsilon=epsilon)
-        reward, stopped, _ = walk.step(a, env.measure)
         decisions += 1
-        done = stopped or walk.steps >= max_steps
-        walk.set_budget_left(1 - walk.steps / max_steps)
-        if learn_every:
-            obs2, mask2 = walk.observe()
-            agent.remember(obs, a, reward, obs2, mask2, done)
-        if on_step is not None:
-            on_step()
-        if stopped:
-            break
+        action = bottleneck_action(walk.space, walk.current, mask) if heuristics else None
+        if action is None:
+            if buffer is not None:
+                buffer.add(obs, mask, move_targets(walk, env))
+                if on_state is not None:
+                    on_state()
+            action = agent.act(obs, mask, explore=epsilon > 0, epsilon=epsilon)
+        walk.step(action, env.measure)
     return walk
 
 
@@ -77,22 +84,32 @@ def eval_set(n: int = EVAL_PIPELINES):
 
 
 def evaluate_policy(agent: DQNAgent, sims, max_steps: int = EPISODE_STEPS) -> tuple[float, float]:
+    """Median and p10 of best/oracle over ``sims``: the policy's greedy walks, no learning."""
     ratios = []
     for env0, best in sims:
         env = SimEnv(env0.pipeline, seed=1)
         walk = run_episode(agent, env, env.space.concretize(env.space.defaults(), env.cpu_budget),
-                           explore=False, max_steps=max_steps)
+                           max_steps=max_steps)
         ratios.append(env.true_throughput(walk.best.config) / best if best > 0 else 1.0)
     return float(np.median(ratios)), float(np.percentile(ratios, 10))
 
 
 def pretrain(steps: int, seed: int = 0, *, config: DQNConfig | None = None, eval_every: int = 5000,
              log=print, threads: int = 1) -> tuple[DQNAgent, PretrainLog]:
-    """Train a fresh agent for ``steps`` agent decisions; returns it and its training curve."""
+    """Train a fresh agent on ``steps`` oracle-taught states; returns it and its training curve.
+
+    Walks over random training pipelines (2-128 cores, a quarter without per-stage
+    signals, a quarter without the heuristics, as ablations and bare searches meet them)
+    collect the states where the policy chooses; each is stored with every move's
+    noise-free expected reward and the network regresses onto them (:mod:`.teacher`).
+    Exploration decays from ``eps_start`` to ``eps_end`` so the states come more and more
+    from the policy's own walks (the states it will meet).
+    """
     torch.set_num_threads(threads)
     rng = np.random.default_rng(seed)
-    agent = DQNAgent(config, seed=seed)
+    agent = DQNAgent(config or TEACHER, seed=seed)
     cfg = agent.cfg
+    buffer = TargetBuffer(cfg.buffer_size, cfg.k_pad, rng)
     hist = PretrainLog()
     sims = eval_set()
     t = 0
@@ -105,10 +122,9 @@ def pretrain(steps: int, seed: int = 0, *, config: DQNConfig | None = None, eval
     def tick():
         nonlocal t
         t += 1
-        if t % 2 == 0:
-            loss = agent.learn()
-            if loss is not None:
-                losses.append(loss)
+        loss = fit(agent, buffer, cfg.batch_size)
+        if loss is not None:
+            losses.append(loss)
 
     def record_eval() -> tuple[float, float]:
         """Score the policy on the held-out pipelines and append a point to the curve."""
@@ -132,8 +148,8 @@ def pretrain(steps: int, seed: int = 0, *, config: DQNConfig | None = None, eval
         cores = int(rng.choice(CORE_CHOICES))
         env = SimEnv(sample_pipeline("train", idx, cores=cores), seed=idx,
                      signals=bool(rng.random() > 0.25))
-        walk = run_episode(agent, env, random_start(env, rng), explore=True,
-                           epsilon=eps_now(cfg, t, steps), learn_every=1, on_step=tick)
+        walk = run_episode(agent, env, random_start(env, rng), epsilon=eps_now(cfg, t, steps),
+                           heuristics=bool(rng.random() > 0.25), buffer=buffer, on_state=tick)
         if walk.start.ok and walk.start.throughput > 0:
             gains.append(float(np.log(max(walk.best.throughput, 1e-9) / walk.start.throughput)))
         episode += 1

@@ -1,4 +1,5 @@
-"""``intune-flow pretrain``: train the DQN policy in the simulator and write it with its provenance."""
+"""``intune-flow pretrain``: train the policy in the simulator (taught by its oracle) and write it
+with its provenance."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ DEFAULT_OUT = Path(__file__).resolve().parents[1] / "policies" / "default.safete
 
 def register(sub):
     p = sub.add_parser("pretrain", help="pretrain the tuning policy on simulated pipelines",
-                       description="Train the DQN agent over random simulated pipelines and "
-                                   "machines (2-128 cores); write the policy (safetensors), its "
+                       description="Train the agent's Q-network over random simulated pipelines "
+                                   "and machines (2-128 cores), regressing each visited state's "
+                                   "moves onto the simulator's noise-free rewards; write the "
+                                   "policy (safetensors), its "
                                    "provenance JSON, a training-curve PNG and the console log.")
-    p.add_argument("--steps", type=int, default=30_000, help="agent decisions to train for")
+    p.add_argument("--steps", type=int, default=30_000, help="oracle-taught states to train on")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(DEFAULT_OUT), help="policy file (.safetensors)")
     p.add_argument("--log-dir", default="benchmarks/pretrain",

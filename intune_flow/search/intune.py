@@ -13,8 +13,9 @@ from .tracker import BudgetSpent, Tracker
 PATIENCE = 30           # measurements without improvement before the walk counts as converged
 CONFIRM = 3             # best candidates re-measured once at the end (noisy winners)
 STOP_AFTER = 20         # the agent's stop action counts only after this many without improvement
-FINETUNE = dict(lr=1e-4, batch_size=16, buffer_size=4096, eps_start=0.0, eps_end=0.0)
-"""DQN settings for online fine-tuning: gentle, small batches, no exploration."""
+FINETUNE = dict(lr=1e-4, batch_size=16, buffer_size=4096, eps_start=0.0, eps_end=0.0, gamma=0.0)
+"""DQN settings for online fine-tuning: gentle, small batches, no exploration, one-step
+targets (the measured reward of a move: the scale pretraining taught, :mod:`~intune_flow.agent.teacher`)."""
 VARIANTS = {
     "shipped": "intune as shipped: smart start, AUTOTUNE floor, bottleneck moves, then the policy",
     "uniform": "the same search with the policy's choices replaced by a uniform choice among "
