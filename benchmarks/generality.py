@@ -66,10 +66,15 @@ def run_case(case, kwargs: dict, *, budgets, repeats: int, window_s: float,
     from intune_flow.resources import current_rss
     from intune_flow.search import run_search
 
-    def ram():
-        return current_rss() + case.ram_headroom_mib * 2**20 if case.ram_headroom_mib else None
-
     pipeline = Pipeline.load(case.factory, **kwargs)
+    # One RAM budget for the whole case, fixed before anything runs: the process grows as
+    # the case goes on, and a budget taken later would be looser for what runs later.
+    budget_ram = (current_rss() + case.ram_headroom_mib * 2**20
+                  if case.ram_headroom_mib else None)
+
+    def ram():
+        return budget_ram
+
     space = pipeline.space
     log(f"[generality] {case.name}: {case.kind}  knobs={list(space.names)}")
     picks = {"autotune": {"config": space.autotune()}}
