@@ -71,9 +71,11 @@ class TuneOptions:
     workers: str | None = arg(None, "workers", "scale out onto tf.data service workers: "
                                                "'local:N[xC]' (N worker processes of C cores "
                                                "here), 'ray:NxC' (a local Ray) or "
-                                               "'ray://HOST:PORT:N[xC]'; tuning picks how many "
-                                               "of the N run and their knobs (default: this "
-                                               "node only)", example="local:2x1")
+                                               "'ray://HOST:PORT:N[xC]', each with an optional "
+                                               "':SIZE' RAM budget per worker ('local:4x1:2GiB');"
+                                               " tuning picks how many of the N run and their "
+                                               "knobs (default: this node only)",
+                               example="local:2x1")
     seed: int | None = arg(None, "seed", "seed of the search's random choices",
                            surfaces=("tune", "cli"))
     progress: Any = arg(None, "progress", "None: a live line on a terminal, log lines "
@@ -170,7 +172,9 @@ class TuneOptions:
             elif f.name == "cache" and value is not None and not isinstance(value, str):
                 value = getattr(value, "uri", repr(value))
             elif f.name == "workers" and value is not None and not isinstance(value, str):
-                value = f"{value.kind}:{value.max_workers}x{value.cores_per_worker}"
+                from .scaleout.pools.spec import PoolSpec
+
+                value = str(PoolSpec.of(value))
             out[f.name] = value
         return out
 

@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 
 from ..cache.keys import make_key
 from ..cache.records import Lookup, Record, summarize_history, transfer_candidates
 from ..errors import describe_error
+from ..resources import ram_class
 from ..tune import TuningRun, WriteIntent, _shipped_shapes
 from .cost import Objective
 from .pools.spec import PoolSpec, make_pool, parse_pool_spec
@@ -48,8 +50,10 @@ NODE_STEPS = 12
 
 
 def worker_class(spec: PoolSpec) -> str:
-    """The worker node class in cache keys: ``workers-local1c``, ``workers-ray4c``."""
-    return f"workers-{spec.kind}{spec.cores_per_worker}c"
+    """The worker node class in cache keys: ``workers-local1c``, ``workers-ray4c``, and the
+    RAM per worker's bucket where stated (``workers-local1c-ram2g``, as in hardware_class)."""
+    ram = f"-{ram_class(spec.ram_per_worker)}" if spec.ram_per_worker else ""
+    return f"workers-{spec.kind}{spec.cores_per_worker}c{ram}"
 
 
 class ScaleOutRun(TuningRun):
@@ -60,14 +64,14 @@ class ScaleOutRun(TuningRun):
         super().__init__(options, pipeline, cache=cache, make_env=single_node_env, **kw)
         given = options.workers
         self.pool_source = given if not isinstance(given, str) else None   # a WorkerPool
-        self.spec = parse_pool_spec(given) if isinstance(given, str) else PoolSpec(
-            given.kind, given.max_workers, given.cores_per_worker, getattr(given, "address", None))
+        self.spec = parse_pool_spec(given) if isinstance(given, str) else PoolSpec.of(given)
         self.node_hardware = self.hardware
         self.hardware = f"{self.hardware}+{worker_class(self.spec)}"
         self.pool_kwargs = dict(pool_kwargs or {})
         self.primary_cache = cache
         self.cluster: ServiceClusterEnv | None = None
         self.scale: ScaleOut | None = None
+        self._clock0: float | None = None     # when the budget's clock started (pool open)
 
     # -- checks before anything starts ------------------------------------------------------
     def execute(self):
@@ -87,6 +91,7 @@ class ScaleOutRun(TuningRun):
         found = self._look_up()
         budget = self.options.budget_s
         with make_pool(self.pool_source or self.spec, **self.pool_kwargs) as pool:
+            self._clock0 = time.perf_counter()
             window = self.options.window_s or self.policy.search_window(budget)
             self.cluster = ServiceClusterEnv(
                 self.pipeline, pool, cpu_budget=self.cpu_budget, ram_budget=self.ram_budget,
@@ -134,6 +139,7 @@ class ScaleOutRun(TuningRun):
         from ..search import run_search
 
         env, seed = self.cluster, self.options.seed
+        t0 = env.clock()       # the budget counts from here: loading the policy is on it
         node_budget = max(NODE_SHARE * budget_s, 2 * (env.window_s + env.warmup_s))
 
         def node_tuner(cluster, k):
@@ -145,7 +151,8 @@ class ScaleOutRun(TuningRun):
             return dict(out.best.config), float(out.best.throughput)
 
         self.scale = ScaleOut(env, Objective(), budget_s=budget_s, seed=seed,
-                              node_tuner=node_tuner)
+                              node_tuner=node_tuner, node_budget_s=node_budget,
+                              t0=t0)
         outcome = self.scale.search()
         pick = outcome.pick
         if not pick.ok or pick.delivered <= 0:
@@ -155,6 +162,7 @@ class ScaleOutRun(TuningRun):
         confirm = env.measure(config, window_s=self.policy.verify_window_s,
                               warmup_s=self.policy.verify_warmup_s)
         result = self._cluster_result(source, outcome.workers, config, pick, reason=reason)
+        result.scaleout_stages = list(outcome.stages)
         intent = WriteIntent(outcome, None, stale=stale, cold_seconds=cold_seconds)
         self._confirmed = confirm
         return result, intent
@@ -174,11 +182,15 @@ class ScaleOutRun(TuningRun):
 
     # -- the one fallback point ---------------------------------------------------------------
     def fallback(self, reason: str):
-        """A scale-out failure: tune on this node instead (``source="fallback"``)."""
+        """A scale-out failure: tune on this node instead (``source="fallback"``), on what is
+        left of ``budget_s`` (at least the warm-start minimum)."""
         if self.description is None:
             return super().fallback(reason)
         log.warning("scale-out failed (%s); tuning on this node instead", reason)
-        options = dataclasses.replace(self.options, workers=None)
+        budget = self.options.budget_s
+        if self._clock0 is not None:
+            budget = max(self.policy.warm_min_s, budget - (time.perf_counter() - self._clock0))
+        options = dataclasses.replace(self.options, workers=None, budget_s=budget)
         inner = TuningRun(options, self.pipeline, cpu_budget=self.cpu_budget,
                           ram_budget=self.ram_budget, cache=self.primary_cache,
                           make_env=self.make_env, policy=self.policy)
