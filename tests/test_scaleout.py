@@ -37,6 +37,29 @@ def _worker_pids() -> list[int]:
     return out
 
 
+def _ray_processes_left(old_dirs, timeout=20.0) -> list:
+    """Processes of a Ray this test started: children of this process naming Ray, or any
+    process naming a /tmp/ray* temp dir that did not exist before (zombies count as gone)."""
+    import re
+
+    deadline = time.monotonic() + timeout
+    while True:
+        mine = {c.pid for c in psutil.Process().children(recursive=True)}
+        left = []
+        for proc in psutil.process_iter():
+            try:
+                cmd = " ".join(proc.cmdline())
+                new_dir = any(d not in old_dirs for d in re.findall(r"/tmp/ray[^/\s]*", cmd))
+                if proc.status() != psutil.STATUS_ZOMBIE and (
+                        new_dir or (proc.pid in mine and "ray" in cmd)):
+                    left.append(cmd[:120])
+            except psutil.Error:
+                pass
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.5)
+
+
 def _no_workers_left(timeout=20.0) -> None:
     deadline = time.monotonic() + timeout
     while _worker_pids() and time.monotonic() < deadline:
@@ -79,17 +102,18 @@ def test_the_cold_run_starts_each_stage_only_while_its_estimate_fits_the_budget(
     right after a check that fitted (no speed is asserted: a start may take longer than its
     estimate)."""
     _, r = cold
-    stages = r.scaleout_stages
+    stages = [s for s in r.scaleout_stages if s.get("checked", True)]
     assert stages and all(s["ran"] == (s["cost_s"] <= s["left_s"]) for s in stages)
-    starts = [s for s in stages if s["stage"].startswith("start") and s["ran"]]
+    starts = [s for s in r.scaleout_stages if "start" in s["stage"] and s["ran"]]
     grown = [s for s in r.worker_startups if s[1] > s[0]]
     assert len(grown) == len(starts)
     for check, (_, _, _, began) in zip(starts, grown):
         assert check["clock_s"] - 0.01 <= began <= check["clock_s"] + 1.0
-        assert began + check["cost_s"] <= BUDGET + 1.0  # began while its estimate fitted
-    if starts:      # the first estimate is the local pool's prior (6 s) plus a window
+        if check.get("checked", True):                  # not the pick's restart at the end
+            assert began + check["cost_s"] <= BUDGET + 1.0  # began while its estimate fitted
+    if starts:      # the first estimate: the local pool's prior (6 s) plus a window (>= 2 s)
         first = starts[0]
-        assert first["stage"] == "start the first worker" and 6.0 < first["cost_s"] < 6.0 + 4
+        assert first["stage"] == "start the first worker" and first["cost_s"] >= 8.0 - 1e-3
         for i, check in enumerate(starts[1:], 1):     # later: the measured start-ups' mean
             assert check["cost_s"] >= sum(g[2] for g in grown[:i]) / i - 1e-6
 
@@ -174,9 +198,10 @@ def test_a_worker_that_never_registers_falls_back_to_single_node_tuning(tmp_path
     assert r.throughput > 0 and r.config            # the single-node search ran
     assert r.history and r.worker_pool == "local:1x1"
     _no_workers_left()
-    with pytest.raises(TuningError, match="did not register"):
+    with pytest.raises(TuningError, match="did not register"):   # a cold run again: its own
         intune_flow.tune(HASH, workers=LocalProcessPool(1, registration_timeout_s=0.3),
-                         budget_s=BUDGET, cache=str(tmp_path), strict=True, progress=False)
+                         budget_s=BUDGET, cache=str(tmp_path / "strict"), strict=True,
+                         progress=False)   # cache (the first one's record would transfer)
     _no_workers_left()
 
 
@@ -212,8 +237,25 @@ def test_a_worker_killed_while_training_is_replaced_and_training_goes_on(caplog)
             assert all(psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
             assert sorted(w.cores for w in pool.worker_info) == [(0,), (1,)] \
                 or len(os.sched_getaffinity(0)) < 2    # the replacement took the lost share
-        assert pool.workers == 2 and not pool._supervised   # a pool passed in is left as it was
+        assert pool.workers == 2 and not pool.supervised   # a pool passed in is left as it was
     assert any("was lost; replaced by worker" in m for m in caplog.messages)
+    _no_workers_left()
+
+
+@pytest.mark.slow
+def test_a_demand_the_trainer_meets_starts_no_worker_and_a_new_demand_searches_again(tmp_path):
+    """demand= (records/s): K = 0 at AUTOTUNE already delivers 1,000 records/s of the hash
+    pipeline, so the search stops there (no stage after the first window, no worker start);
+    a run stating another demand does not take that record as is."""
+    r = intune_flow.tune(HASH, workers="local:1x1", demand=1000, budget_s=10,
+                         cache=str(tmp_path), progress=False, seed=0)
+    assert r.source == "tuned", r.reason
+    assert r.workers == 0 and r.scaleout_stages == [] and r.worker_startups == []
+    assert {m["workers"] for m in r.cluster_history} == {0}
+    assert all(m["demand"] == 1000 for m in r.cluster_history)
+    again = intune_flow.tune(HASH, workers="local:1x1", demand=1e9, budget_s=10,
+                             cache=str(tmp_path), progress=False, seed=0)
+    assert again.source == "refined" and "demand of 1,000 records/s" in again.reason
     _no_workers_left()
 
 
@@ -243,6 +285,28 @@ def test_the_per_worker_search_runs_inside_the_ram_per_worker():
         assert tight.history and all(m.status == "oom" for m in tight.history)
         assert "RAM budget 64 MiB" in tight.history[0].error
     _no_workers_left()
+
+
+@pytest.mark.slow
+@pytest.mark.flow(minutes=1.5)      # a local Ray's start and a 45 s budget: scheduled first
+def test_tune_on_a_local_ray_measures_a_ray_worker_and_leaves_no_ray_process(tmp_path):
+    import glob
+
+    ray = pytest.importorskip("ray")
+    ray_dirs = set(glob.glob("/tmp/ray*"))
+    # 45 s: the trainer's tuning, then a Ray worker's start (the pool's 15 s prior), fit
+    r = intune_flow.tune(HASH, workers="ray:1x1", budget_s=45, cache=str(tmp_path),
+                         progress=False, seed=0)
+    assert r.source == "tuned", r.reason
+    assert r.worker_pool == "ray:1x1" and r.workers in (0, 1)
+    assert r.cache_key.endswith("+workers-ray1c")
+    assert set(r.config) == {"hash", "prefetch", "threadpool"}     # the per-worker config
+    assert {m["workers"] for m in r.cluster_history} >= {0, 1}      # a Ray worker measured
+    assert all(m["status"] == "ok" for m in r.cluster_history)
+    assert r.history and any(s[1] > s[0] for s in r.worker_startups)
+    assert not ray.is_initialized()
+    assert _ray_processes_left(ray_dirs) == []         # no actor, raylet or GCS process
+    assert set(glob.glob("/tmp/ray*")) <= ray_dirs     # the pool's temp dir is gone
 
 
 @pytest.mark.slow

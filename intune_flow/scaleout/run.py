@@ -15,7 +15,10 @@
   per-worker config of a short search (``"transferred"``);
 * a miss runs the cluster agent (:class:`~intune_flow.scaleout.search.ScaleOut`: K = 0,
   the node agent on the trainer, one worker and the node agent on it, then the agent's
-  moves over K) within ``budget_s`` wall seconds, worker start-ups included (``"tuned"``);
+  moves over K) within ``budget_s`` wall seconds, worker start-ups included (``"tuned"``),
+  each stage only if its estimate fits what is left; ``demand=`` (records/s) caps the rate
+  worth paying for, and a record tuned for another demand (by more than 10%) is searched
+  again from (``"refined"``);
 * a failure of the pool (Ray missing or unreachable, a worker that never registers within
   the pool's bounded wait, a port in use) falls back, in :meth:`fallback`, to single-node
   tuning: ``source="fallback"``, ``workers=0`` and the reason.
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 
 from ..cache.keys import make_key
@@ -37,8 +41,8 @@ from ..resources import ram_class
 from ..tune import TuningRun, WriteIntent, _shipped_shapes
 from .cost import Objective
 from .pools.spec import PoolSpec, make_pool, parse_pool_spec
-from .search import ScaleOut
-from .service import ServiceClusterEnv
+from .search import REDECIDE_DEMAND, ScaleOut
+from .service import DEMAND, ServiceClusterEnv
 from .worker_side import check_worker_side
 
 log = logging.getLogger(__name__)
@@ -47,6 +51,10 @@ NODE_SHARE = 0.2
 """Each node-level tuning (the trainer, then one worker) gets this share of the budget."""
 NODE_STEPS = 12
 """At most this many node-level measurements per node (the budget usually ends them first)."""
+
+
+def _rate(demand: float) -> str:
+    return "none stated" if demand >= DEMAND else f"{demand:,.0f} records/s"
 
 
 def worker_class(spec: PoolSpec) -> str:
@@ -96,7 +104,8 @@ class ScaleOutRun(TuningRun):
             self.cluster = ServiceClusterEnv(
                 self.pipeline, pool, cpu_budget=self.cpu_budget, ram_budget=self.ram_budget,
                 window_s=window, warmup_s=min(self.policy.probe_warmup_s, window / 2),
-                timeout_s=self.options.timeout_s or 30.0)
+                timeout_s=self.options.timeout_s or 30.0,
+                demand=self.options.demand or DEMAND)
             if found.record is not None and "workers" in found.record.history:
                 return self.use_cached_cluster(found)
             for candidate in self.cache.call(transfer_candidates, self.key,
@@ -119,6 +128,13 @@ class ScaleOutRun(TuningRun):
         config = self.description.space.validate(record.config)
         k = min(int(record.history["workers"]), self.spec.max_workers)
         env = self.cluster
+        was = float(record.history.get("demand") or DEMAND)
+        if abs(math.log(was / env.demand)) > math.log1p(REDECIDE_DEMAND):
+            return self.scale_out(
+                start=config, budget_s=self._warm_budget(), source="refined",
+                reason=f"the record was tuned for a demand of {_rate(was)}, this run states "
+                       f"{_rate(env.demand)}; searched again from the cached config",
+                stale=(found.version, 0.0), cold_seconds=self._cold_seconds(record))
         env.set_workers(k)
         m = env.measure(config, window_s=self.policy.verify_window_s,
                         warmup_s=self.policy.verify_warmup_s)
@@ -219,6 +235,7 @@ class ScaleOutRun(TuningRun):
         history.update(workers=int(result.workers), worker_pool=result.worker_pool,
                        worker_class=worker_class(self.spec),
                        cost_per_million=result.cost_per_million, source=result.source,
+                       demand=self.options.demand,
                        cold_tuning_seconds=cold, search_seconds=outcome.seconds,
                        search_best_throughput=float(result.throughput),
                        cluster=[{k: m[k] for k in ("workers", "delivered", "per_hour",

@@ -31,11 +31,10 @@ import numpy as np
 from .cost import Objective
 from .env import ClusterEnv, ClusterMeasurement
 from .node import NODE_BUDGET_S, tune_node
+from .observation import MET, meets  # noqa: F401  (MET: re-exported)
 from .walk import ScaleWalk
 
 BUDGET_S = 1800.0
-MET = 0.01
-"""A window meets the demand when the accelerator waits at most this share of its time."""
 REDECIDE_DEMAND = 0.1
 """watch(): a demand change of more than this share triggers a new decision on K."""
 
@@ -64,10 +63,6 @@ def _outcome(method: str, walk: ScaleWalk, pick: ClusterMeasurement, t0: float) 
                         value=walk.value(pick), seconds=walk.env.clock() - t0,
                         pick_seconds=at - t0, dollars=walk.dollars, history=list(walk.history),
                         stages=list(walk.stages))
-
-
-def meets(m: ClusterMeasurement) -> bool:
-    return m.ok and m.trainer_wait <= MET
 
 
 class ScaleOut:

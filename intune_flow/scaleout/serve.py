@@ -51,7 +51,7 @@ def serve(result, *, processing_mode: str = "parallel_epochs", pool=None,
                       what=f"the worker side of {pipe.name}")
     owned = pool is None or isinstance(pool, str)
     pool = make_pool(pool if pool is not None else result.worker_pool)
-    supervised = pool._supervised
+    supervised = pool.supervised
     try:
         pool.start(result.workers)
         pool.supervise(replace_lost or supervised)

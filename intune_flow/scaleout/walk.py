@@ -26,7 +26,8 @@ class ScaleWalk:
     ``node_rate`` is the node level's standalone records/s of one tuned worker
     (0 if unknown); ``budget_s`` counts from ``t0`` (default: now). ``startup_guess_s`` is
     the start-up estimate until one was measured (the pool's prior on real workers).
-    ``stages`` records each budget check: ``{stage, clock_s, cost_s, left_s, ran}``.
+    ``stages`` records each budget check: ``{stage, clock_s, cost_s, left_s, ran}`` (and
+    ``checked: False`` for restarting the pick's workers, which runs whether it fits or not).
     """
 
     def __init__(self, env: ClusterEnv, objective: Objective, config_for: Callable[[int], Mapping],
@@ -175,7 +176,15 @@ class ScaleWalk:
         return False, self.go(k)
 
     def settle(self) -> None:
-        """Leave the env running the pick (the best measured K)."""
+        """Leave the env running the pick (the best measured K), fitting or not: recorded as
+        an unchecked stage when it starts workers."""
         if self.best is not None and self.env.workers() != self.best.workers:
-            self.env.set_workers(self.best.workers)
+            k = self.best.workers
+            if k > self.env.workers():
+                self.stages.append({"stage": "restart the pick's workers",
+                                    "clock_s": round(self.elapsed(), 3),
+                                    "cost_s": round(self.move_cost(k), 3),
+                                    "left_s": round(self.budget_s - self.elapsed(), 3),
+                                    "ran": True, "checked": False})
+            self.env.set_workers(k)
             self.spend()

@@ -95,3 +95,22 @@ def test_the_worker_class_in_cache_keys_carries_the_ram_per_worker():
 
     assert worker_class(parse_pool_spec("local:2x1")) == "workers-local1c"
     assert worker_class(parse_pool_spec("ray:8x4:12GiB")) == "workers-ray4c-ram8g"
+
+
+def test_demand_is_a_rate_for_scale_out_on_every_surface():
+    import inspect
+
+    from intune_flow import tune
+
+    o = TuneOptions.parse({"pipeline": REF, "workers": "local:2", "demand": "2e5"})
+    assert o.demand == 2e5 and o.to_dict()["demand"] == 2e5
+    for surface in ("tune", "cli", "metaflow", "airflow"):
+        assert "demand" in TuneOptions.names(surface)
+    assert inspect.signature(tune).parameters["demand"].default is None
+    with pytest.raises(OptionsError, match="^@intune: demand must be a positive number of "
+                                           "records/s, got -5"):
+        TuneOptions.parse({"pipeline": REF, "workers": "local:2", "demand": -5},
+                          where="@intune")
+    with pytest.raises(OptionsError, match="demand=1000.0 records/s applies to scale-out only; "
+                                           "give workers= too"):
+        TuneOptions.parse({"pipeline": REF, "demand": 1000})

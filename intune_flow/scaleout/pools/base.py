@@ -34,8 +34,10 @@ A :class:`WorkerPool` runs tf.data service workers (``WorkerServer``) for one tr
   stop the workers; a handler installed by someone else (Airflow, Metaflow) is left alone.
 
 What the service guarantees when a worker dies (``docs/scaleout.md``): ``parallel_epochs``
-every surviving worker still produces its whole epoch; ``distributed_epoch`` each element at
-most once (the splits the lost worker held are lost, nothing is repeated).
+every surviving worker still produces its whole epoch (a replacement runs it again from the
+start: more repeats); ``distributed_epoch`` each element at most once (the splits the lost
+worker held are lost, nothing is repeated). In both, a finite epoch does not end after a
+loss, replaced or not.
 """
 
 from __future__ import annotations
@@ -186,6 +188,11 @@ class WorkerPool:
                                                     name=f"intune-{self.kind}-pool", daemon=True)
                 self._supervisor.start()
         return self
+
+    @property
+    def supervised(self) -> bool:
+        """Whether lost workers are being replaced now."""
+        return self._supervised
 
     def replace_lost(self) -> int:
         """Start a replacement for each worker that died, up to the count last asked for;
