@@ -26,8 +26,9 @@ class ScaleWalk:
     ``node_rate`` is the node level's standalone records/s of one tuned worker
     (0 if unknown); ``budget_s`` counts from ``t0`` (default: now). ``startup_guess_s`` is
     the start-up estimate until one was measured (the pool's prior on real workers).
-    ``stages`` records each budget check: ``{stage, clock_s, cost_s, left_s, ran}`` (and
-    ``checked: False`` for restarting the pick's workers, which runs whether it fits or not).
+    ``stages`` records each budget check: ``{stage, clock_s, cost_s, left_s, ran}``, and
+    ``checked: False`` on a start that runs whether it fits or not (restarting the pick's
+    workers; a baseline's move, which no mask checked).
     """
 
     def __init__(self, env: ClusterEnv, objective: Objective, config_for: Callable[[int], Mapping],
@@ -118,8 +119,8 @@ class ScaleWalk:
     def go(self, k: int) -> ClusterMeasurement:
         """Run ``k`` workers (start-ups counted) and measure the job there."""
         before = self.env.workers()
-        if k > before:      # the moves the mask allowed: their check is on record
-            self.affords(f"start {k - before} worker(s)", self.move_cost(k))
+        if k > before and not self.affords(f"start {k - before} worker(s)", self.move_cost(k)):
+            self.stages[-1].update(ran=True, checked=False)   # a baseline's move: not masked
         seconds = self.env.set_workers(k)
         if k > before and seconds > 0:
             self.startups.append(seconds)
