@@ -71,9 +71,16 @@ class TuneOptions:
     workers: str | None = arg(None, "workers", "scale out onto tf.data service workers: "
                                                "'local:N[xC]' (N worker processes of C cores "
                                                "here), 'ray:NxC' (a local Ray) or "
-                                               "'ray://HOST:PORT:N[xC]'; tuning picks how many "
-                                               "of the N run and their knobs (default: this "
-                                               "node only)", example="local:2x1")
+                                               "'ray://HOST:PORT:N[xC]', each with an optional "
+                                               "':SIZE' RAM budget per worker ('local:4x1:2GiB');"
+                                               " tuning picks how many of the N run and their "
+                                               "knobs (default: this node only)",
+                               example="local:2x1")
+    demand: float | None = arg(None, "rate", "records/s the accelerator consumes (scale-out "
+                                             "only, with workers=): tuning stops adding "
+                                             "workers once the delivered rate meets it "
+                                             "(default: no limit, the cheapest cost per "
+                                             "record)", example=200000)
     seed: int | None = arg(None, "seed", "seed of the search's random choices",
                            surfaces=("tune", "cli"))
     progress: Any = arg(None, "progress", "None: a live line on a terminal, log lines "
@@ -111,6 +118,10 @@ class TuneOptions:
             values[f.name] = value if deferred is not None and deferred(value) else \
                 coerce(f.name, value, where=at(f.name))
         options = cls(**values)
+        if options.demand is not None and options.workers is None:
+            raise OptionsError(f"{_at(at('demand'))}demand={options.demand} records/s applies "
+                               "to scale-out only; give workers= too (e.g. workers='local:4x1')"
+                               " or leave demand unset")
         if options.pipeline is None:
             raise OptionsError(f"{_at(where)}needs pipeline={_FORM}: the dataset factory to tune")
         if source is not None and isinstance(options.pipeline, str) and not (
@@ -170,7 +181,9 @@ class TuneOptions:
             elif f.name == "cache" and value is not None and not isinstance(value, str):
                 value = getattr(value, "uri", repr(value))
             elif f.name == "workers" and value is not None and not isinstance(value, str):
-                value = f"{value.kind}:{value.max_workers}x{value.cores_per_worker}"
+                from .scaleout.pools.spec import PoolSpec
+
+                value = str(PoolSpec.of(value))
             out[f.name] = value
         return out
 
@@ -257,6 +270,10 @@ def _positive(name, value, text, where, meta, unit="seconds"):
 
 def _cores(name, value, text, where, meta):
     return _positive(name, value, text, where, meta, unit="cores")
+
+
+def _rate(name, value, text, where, meta):
+    return _positive(name, value, text, where, meta, unit="records/s")
 
 
 def _bytes(name, value, text, where, meta):
@@ -369,7 +386,7 @@ def _anything(name, value, text, where, meta):
     return value
 
 
-_COERCE = {"seconds": _positive, "cores": _cores, "bytes": _bytes, "bool": _bool,
+_COERCE = {"seconds": _positive, "cores": _cores, "rate": _rate, "bytes": _bytes, "bool": _bool,
            "method": _method, "cache": _cache, "kwargs": _kwargs, "pipeline": _pipeline,
            "seed": _seed, "progress": _progress, "workers": _workers, "object": _anything}
 

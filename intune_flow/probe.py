@@ -64,8 +64,9 @@ class _RamGuard:
     projection of the growth) and by the worker (a plain check at element boundaries, for
     when the sampler thread is starved). ``tripped`` holds the first verdict."""
 
-    def __init__(self, budget: int):
+    def __init__(self, budget: int, memory=None):
         self.budget = budget
+        self.memory = memory     # a reader of the bytes held, replacing RSS + extra
         self.extra = 0           # RSS of the pipeline's worker processes, as last sampled
         self.peak = 0
         self.tripped: str | None = None
@@ -76,9 +77,13 @@ class _RamGuard:
         if self.tripped is None:
             self.tripped = why
 
+    def reading(self) -> int:
+        """The bytes held now: ``memory()``, else this process's RSS plus its workers'."""
+        return int(self.memory()) if self.memory is not None else current_rss() + self.extra
+
     def check(self) -> bool:
         """The worker's check: this process's RSS (plus the workers') against the budget."""
-        rss = current_rss() + self.extra
+        rss = self.reading()
         self.peak = max(self.peak, rss)
         if rss > self.budget:
             self._trip(rss, f"RSS {rss / 2**20:.0f} MiB passed the RAM budget "
@@ -244,8 +249,12 @@ def _interp(points, t: float, idx: int) -> float:
 
 def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float = 2.0,
           warmup_s: float = 0.5, subwindows: int = 4, ram_budget: int | str | None = None,
-          cpu_budget: float | None = None, timeout_s: float = 30.0) -> Measurement:
+          cpu_budget: float | None = None, timeout_s: float = 30.0,
+          memory=None) -> Measurement:
     """Measure ``pipeline`` (a Pipeline, factory or ``"module:attr"``) at ``config``.
+
+    ``memory()``, if given, is what the RAM guard holds against ``ram_budget`` instead of
+    this process's RSS: a pool's largest worker RSS when the pipeline runs on workers.
 
     Invalid arguments and an invalid config raise; everything that goes wrong inside the
     pipeline is reported in ``Measurement.status`` / ``.error``.
@@ -271,12 +280,12 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
     except Exception as exc:  # noqa: BLE001 - reported as the measurement's status
         return _failed(config, STATUS_ERROR, f"{type(exc).__name__}: {exc}", started)
     full = desc.space.validate(config or {})  # KnobError on unknown knobs / bad values
-    guard = _RamGuard(ram_budget)
+    guard = _RamGuard(ram_budget, memory)
     worker = _Worker(pipeline, full, snapshot_after=warmup_s if desc.stages else None,
                      guard=guard)
     # (t, elements, records, cpu seconds, time of the latest element)
     samples: list[tuple[float, int, int, float, float]] = []
-    guard.peak = current_rss()
+    guard.peak = guard.reading()
     status, error = STATUS_OK, None
     processes = WorkerProcesses()
     worker.start()
@@ -285,7 +294,7 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
             time.sleep(SAMPLE_S)
             now = time.perf_counter()
             guard.extra, workers_cpu = processes.sample(now)
-            rss = current_rss() + guard.extra
+            rss = guard.reading()
             at, elements, records = worker.progress
             samples.append((now, elements, records, time.process_time() + workers_cpu, at))
             if guard.sample(now, rss):

@@ -18,11 +18,13 @@ class PipelineEnv:
     :func:`intune_flow.resources.default_ram_budget`. ``clock()`` is wall seconds since
     creation. ``measure`` accepts any valid config, AUTOTUNE values and concretized
     configs included; ``window_s``/``warmup_s`` there override the env's own for one probe.
-    ``capacity()`` reads how much CPU work this process gets done right now.
+    ``capacity()`` reads how much CPU work this process gets done right now. ``memory``
+    goes to the probe (what its RAM guard reads; default this process's RSS).
     """
 
     def __init__(self, pipeline, *, cpu_budget: float | None = None, ram_budget=None,
-                 window_s: float = 2.0, warmup_s: float = 0.5, timeout_s: float = 30.0):
+                 window_s: float = 2.0, warmup_s: float = 0.5, timeout_s: float = 30.0,
+                 memory=None):
         from .options import coerce
         from .pipeline import Pipeline
 
@@ -32,6 +34,7 @@ class PipelineEnv:
         self._cpu_budget = coerce("cpu_budget", cpu_budget, where=where)
         self.ram_budget = coerce("ram_budget", ram_budget, where=where) or default_ram_budget()
         self.window_s, self.warmup_s, self.timeout_s = window_s, warmup_s, timeout_s
+        self.memory = memory
 
     @property
     def cpu_budget(self) -> float:
@@ -55,7 +58,7 @@ class PipelineEnv:
                      window_s=self.window_s if window_s is None else window_s,
                      warmup_s=self.warmup_s if warmup_s is None else warmup_s,
                      ram_budget=self.ram_budget, cpu_budget=self.cpu_budget,
-                     timeout_s=self.timeout_s)
+                     timeout_s=self.timeout_s, memory=self.memory)
 
     def capacity(self) -> float:
         """CPU work per second this process gets on its budget's cores now

@@ -109,9 +109,14 @@ def hardware_class(cpu_budget: float | None = None, ram: int | None = None) -> s
     today's budget before it is used, so a smaller budget is still honoured.
     """
     cores = usable_cpus() if cpu_budget is None else cpu_budget
-    ram = machine_ram() if ram is None else ram
+    return f"cpu{cores:g}-{ram_class(machine_ram() if ram is None else ram)}"
+
+
+def ram_class(ram: int) -> str:
+    """A power-of-two GiB bucket of ``ram`` bytes for cache keys: ``ram16g`` (``ram0g`` below
+    1 GiB)."""
     gib_bucket = 2 ** max(0, math.floor(math.log2(max(ram, 1) / 2**30))) if ram >= 2**30 else 0
-    return f"cpu{cores:g}-ram{gib_bucket}g"
+    return f"ram{gib_bucket}g"
 
 
 CAPACITY_S = 0.2

@@ -61,7 +61,8 @@ class TuneResult:
     worker_pool: str | None = None       # the pool spec tuned on ("local:2x1"); None: one node
     cost_per_million: float | None = None  # $ per million records delivered (scaleout.cost)
     cluster_history: list[dict] = field(default_factory=list)  # every window over K
-    worker_startups: list[list] = field(default_factory=list)  # [from K, to K, seconds]
+    worker_startups: list[list] = field(default_factory=list)  # [from K, to K, seconds, at s]
+    scaleout_stages: list[dict] = field(default_factory=list)  # budget checks, ScaleWalk.stages
 
     @classmethod
     def fallback(cls, reason: str, *, config: dict | None = None, what: str = "the factory "
@@ -105,15 +106,17 @@ class TuneResult:
                             "function that is not importable as module:attr); call "
                             "Pipeline.load(factory).build(result.config) instead")
 
-    def serve(self, *, processing_mode: str = "parallel_epochs", pool=None, **factory_kwargs):
+    def serve(self, *, processing_mode: str = "parallel_epochs", pool=None,
+              replace_lost: bool = True, **factory_kwargs):
         """A context manager yielding the dataset to train on: with ``workers`` > 0 it starts
         that many workers of ``worker_pool`` (or uses ``pool``), yields the worker side
-        distributed to them with the chosen per-worker config, and stops every worker on
-        exit; with no workers it yields :meth:`build`'s dataset.
-        See :func:`intune_flow.scaleout.serve`."""
+        distributed to them with the chosen per-worker config, replaces a worker that dies
+        (``replace_lost``), and stops every worker on exit; with no workers it yields
+        :meth:`build`'s dataset. See :func:`intune_flow.scaleout.serve`."""
         from .scaleout.serve import serve
 
-        return serve(self, processing_mode=processing_mode, pool=pool, **factory_kwargs)
+        return serve(self, processing_mode=processing_mode, pool=pool,
+                     replace_lost=replace_lost, **factory_kwargs)
 
     @property
     def vs_autotune(self) -> float | None:

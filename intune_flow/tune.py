@@ -93,13 +93,15 @@ def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
          ram_budget=None, cache=None, method: str = "intune", strict: bool = False,
          pipeline_kwargs: dict | None = None, window_s: float | None = None,
          timeout_s: float | None = None, progress=None,
-         seed: int | None = None, s3_client=None, workers=None) -> TuneResult:
+         seed: int | None = None, s3_client=None, workers=None,
+         demand: float | None = None) -> TuneResult:
     """Tune ``pipeline`` (a ``"module:attr"`` string, a factory or a Pipeline) and return the result.
 
     The arguments are :class:`~intune_flow.options.TuneOptions`' (README: ``tune()``).
     ``workers="local:4x1"`` (or ``"ray:32x4"``, a pool object) scales out onto tf.data
     service workers: :class:`intune_flow.scaleout.run.ScaleOutRun` picks how many run and
-    their knobs; ``result.serve()`` starts them for training.
+    their knobs; ``result.serve()`` starts them for training. ``demand`` (records/s the
+    accelerator consumes) stops it adding workers once the delivered rate meets it.
     Bad arguments raise a :class:`~intune_flow.errors.ConfigurationError` naming the fix;
     failures while tuning return ``source="fallback"``, or raise :class:`TuningError` with
     ``strict=True``.
@@ -111,7 +113,7 @@ def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
         pipeline=pipeline, budget_s=budget_s, cpu_budget=cpu_budget, ram_budget=ram_budget,
         cache=cache, method=method, strict=strict, pipeline_kwargs=pipeline_kwargs,
         window_s=window_s, timeout_s=timeout_s, progress=progress, seed=seed,
-        s3_client=s3_client, workers=workers))
+        s3_client=s3_client, workers=workers, demand=demand))
     cpu, ram = options.budgets()
     cache = get_cache(options.cache, s3_client=options.s3_client)
     pipe = Pipeline.load(options.pipeline, **options.pipeline_kwargs)

@@ -22,6 +22,7 @@ tf = pytest.importorskip("tensorflow")
 
 HASH = "intune_flow.examples.scaleout:hash_pipeline"
 SLEEP = "intune_flow.examples.scaleout:sleep_pipeline"
+BUDGET = 30     # the cold run's: the trainer's tuning, then a worker's start-up, fit in it
 
 
 def _worker_pids() -> list[int]:
@@ -36,6 +37,29 @@ def _worker_pids() -> list[int]:
     return out
 
 
+def _ray_processes_left(old_dirs, timeout=20.0) -> list:
+    """Processes of a Ray this test started: children of this process naming Ray, or any
+    process naming a /tmp/ray* temp dir that did not exist before (zombies count as gone)."""
+    import re
+
+    deadline = time.monotonic() + timeout
+    while True:
+        mine = {c.pid for c in psutil.Process().children(recursive=True)}
+        left = []
+        for proc in psutil.process_iter():
+            try:
+                cmd = " ".join(proc.cmdline())
+                new_dir = any(d not in old_dirs for d in re.findall(r"/tmp/ray[^/\s]*", cmd))
+                if proc.status() != psutil.STATUS_ZOMBIE and (
+                        new_dir or (proc.pid in mine and "ray" in cmd)):
+                    left.append(cmd[:120])
+            except psutil.Error:
+                pass
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.5)
+
+
 def _no_workers_left(timeout=20.0) -> None:
     deadline = time.monotonic() + timeout
     while _worker_pids() and time.monotonic() < deadline:
@@ -47,7 +71,7 @@ def _no_workers_left(timeout=20.0) -> None:
 def cold(tmp_path_factory):
     """One cold scale-out tuning run of the latency-bound pipeline on at most 2 workers."""
     cache = str(tmp_path_factory.mktemp("scaleout-cache"))
-    result = intune_flow.tune(SLEEP, workers="local:2x1", budget_s=20, cache=cache,
+    result = intune_flow.tune(SLEEP, workers="local:2x1", budget_s=BUDGET, cache=cache,
                               progress=False, seed=0)
     return cache, result
 
@@ -69,6 +93,29 @@ def test_cold_scaleout_picks_workers_and_carries_every_measurement(cold):
     back = TuneResult.from_dict(json.loads(json.dumps(r.to_dict())))
     assert (back.workers, back.worker_pool, back.config) == (r.workers, r.worker_pool, r.config)
     _no_workers_left()
+
+
+@pytest.mark.slow
+def test_the_cold_run_starts_each_stage_only_while_its_estimate_fits_the_budget(cold):
+    """Budget checks, from the recorded events: every stage that ran was estimated to fit
+    what was left, none that fitted was skipped, and every worker start the pool timed began
+    right after a check that fitted (no speed is asserted: a start may take longer than its
+    estimate)."""
+    _, r = cold
+    stages = [s for s in r.scaleout_stages if s.get("checked", True)]
+    assert stages and all(s["ran"] == (s["cost_s"] <= s["left_s"]) for s in stages)
+    starts = [s for s in r.scaleout_stages if "start" in s["stage"] and s["ran"]]
+    grown = [s for s in r.worker_startups if s[1] > s[0]]
+    assert len(grown) == len(starts)
+    for check, (_, _, _, began) in zip(starts, grown):
+        assert check["clock_s"] - 0.01 <= began <= check["clock_s"] + 1.0
+        if check.get("checked", True):                  # not the pick's restart at the end
+            assert began + check["cost_s"] <= BUDGET + 1.0  # began while its estimate fitted
+    if starts:      # the first estimate: the local pool's prior (6 s) plus a window (>= 2 s)
+        first = starts[0]
+        assert first["stage"] == "start the first worker" and first["cost_s"] >= 8.0 - 1e-3
+        for i, check in enumerate(starts[1:], 1):     # later: the measured start-ups' mean
+            assert check["cost_s"] >= sum(g[2] for g in grown[:i]) / i - 1e-6
 
 
 @pytest.mark.slow
@@ -141,23 +188,31 @@ def test_knobs_split_keeps_the_trainer_side_off_the_workers():
 
 @pytest.mark.slow
 def test_a_worker_that_never_registers_falls_back_to_single_node_tuning(tmp_path):
+    # The pool's start-up prior is capped by its 0.3 s registration timeout, so a start fits
+    # the cold run's budget after the trainer's tuning, on a loaded machine too.
     pool = LocalProcessPool(max_workers=1, registration_timeout_s=0.3)
-    r = intune_flow.tune(HASH, workers=pool, budget_s=3, cache=str(tmp_path), progress=False)
+    assert pool.startup_guess_s == 0.3
+    r = intune_flow.tune(HASH, workers=pool, budget_s=BUDGET, cache=str(tmp_path), progress=False)
     assert r.source == "fallback" and r.workers == 0
     assert "did not register" in r.reason and "tuned on this node instead" in r.reason
     assert r.throughput > 0 and r.config            # the single-node search ran
     assert r.history and r.worker_pool == "local:1x1"
     _no_workers_left()
-    with pytest.raises(TuningError, match="did not register"):
+    with pytest.raises(TuningError, match="did not register"):   # a cold run again: its own
         intune_flow.tune(HASH, workers=LocalProcessPool(1, registration_timeout_s=0.3),
-                         budget_s=3, cache=str(tmp_path), strict=True, progress=False)
+                         budget_s=BUDGET, cache=str(tmp_path / "strict"), strict=True,
+                         progress=False)   # cache (the first one's record would transfer)
     _no_workers_left()
 
 
 @pytest.mark.slow
-def test_a_worker_killed_while_training_does_not_stop_training():
+def test_a_worker_killed_while_training_is_replaced_and_training_goes_on(caplog):
+    """SIGKILL one of two workers while serve() reads repeated data: training keeps getting
+    batches, the pool starts a replacement registering with the same dispatcher (logged,
+    in pool.replacements) and both workers are alive at the end."""
     r = TuneResult(config={"hash": 1, "prefetch": 2, "threadpool": -1}, workers=2,
                    worker_pool="local:2x1", pipeline=HASH)
+    caplog.set_level("WARNING", logger="intune_flow.scaleout")
     with LocalProcessPool(max_workers=2, registration_timeout_s=180) as pool:
         with r.serve(pool=pool) as ds:     # parallel_epochs over repeated data
             it = iter(ds)
@@ -171,9 +226,87 @@ def test_a_worker_killed_while_training_does_not_stop_training():
                 next(it)
                 got += 1
             assert got == 200                    # the survivor keeps the job fed
-            assert pool.workers == 1
-        assert pool.workers == 1                 # a pool passed in is left to its owner
+            deadline = time.monotonic() + 240    # a replacement's start, on a loaded machine
+            while not pool.replacements and time.monotonic() < deadline:
+                next(it)
+            assert [x["lost_pid"] for x in pool.replacements] == [victim]
+            for _ in range(20):
+                next(it)                         # reading goes on with the replacement
+            pids = [w.pid for w in pool.worker_info]
+            assert victim not in pids and len(pids) == 2 and pool.workers == 2
+            assert all(psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids)
+            assert sorted(w.cores for w in pool.worker_info) == [(0,), (1,)] \
+                or len(os.sched_getaffinity(0)) < 2    # the replacement took the lost share
+        assert pool.workers == 2 and not pool.supervised   # a pool passed in is left as it was
+    assert any("was lost; replaced by worker" in m for m in caplog.messages)
     _no_workers_left()
+
+
+@pytest.mark.slow
+def test_a_demand_the_trainer_meets_starts_no_worker_and_a_new_demand_searches_again(tmp_path):
+    """demand= (records/s): K = 0 at AUTOTUNE already delivers 1,000 records/s of the hash
+    pipeline, so the search stops there (no stage after the first window, no worker start);
+    a run stating another demand does not take that record as is."""
+    r = intune_flow.tune(HASH, workers="local:1x1", demand=1000, budget_s=10,
+                         cache=str(tmp_path), progress=False, seed=0)
+    assert r.source == "tuned", r.reason
+    assert r.workers == 0 and r.scaleout_stages == [] and r.worker_startups == []
+    assert {m["workers"] for m in r.cluster_history} == {0}
+    assert all(m["demand"] == 1000 for m in r.cluster_history)
+    again = intune_flow.tune(HASH, workers="local:1x1", demand=1e9, budget_s=10,
+                             cache=str(tmp_path), progress=False, seed=0)
+    assert again.source == "refined" and "demand of 1,000 records/s" in again.reason
+    _no_workers_left()
+
+
+@pytest.mark.slow
+def test_the_per_worker_search_runs_inside_the_ram_per_worker():
+    """local:1x1:SIZE: the node agent's env for K >= 1 holds the worker's RSS (not the
+    trainer's) against SIZE; a budget below what a worker holds stops every config as OOM,
+    while K = 0 keeps the trainer's budget."""
+    from intune_flow.pipeline import Pipeline
+    from intune_flow.scaleout.pools import make_pool
+    from intune_flow.scaleout.service import ServiceClusterEnv
+    from intune_flow.search import run_search
+
+    trainer_ram = 16 * 2**30
+    with make_pool("local:1x1:2GiB", registration_timeout_s=180) as pool:
+        env = ServiceClusterEnv(Pipeline.load(HASH), pool, cpu_budget=1, ram_budget=trainer_ram,
+                                window_s=0.5, warmup_s=0.2)
+        env.set_workers(1)
+        node, trainer = env.node_env(1), env.node_env(0)
+        assert (node.ram_budget, trainer.ram_budget) == (2 * 2**30, trainer_ram)
+        assert trainer.memory is None and 0 < node.memory() == pool.worker_rss()
+        fits = run_search(node, "intune", budget_s=2, max_steps=1, seed=0, progress=False)
+        assert fits.best.ok and 0 < fits.best.peak_rss < 2 * 2**30   # the worker's RSS
+        pool.ram_per_worker = 64 * 2**20          # below what a TensorFlow worker holds
+        tight = run_search(env.node_env(1), "intune", budget_s=2, max_steps=1, seed=0,
+                           progress=False)
+        assert tight.history and all(m.status == "oom" for m in tight.history)
+        assert "RAM budget 64 MiB" in tight.history[0].error
+    _no_workers_left()
+
+
+@pytest.mark.slow
+@pytest.mark.flow(minutes=1.5)      # a local Ray's start and a 45 s budget: scheduled first
+def test_tune_on_a_local_ray_measures_a_ray_worker_and_leaves_no_ray_process(tmp_path):
+    import glob
+
+    ray = pytest.importorskip("ray")
+    ray_dirs = set(glob.glob("/tmp/ray*"))
+    # 45 s: the trainer's tuning, then a Ray worker's start (the pool's 15 s prior), fit
+    r = intune_flow.tune(HASH, workers="ray:1x1", budget_s=45, cache=str(tmp_path),
+                         progress=False, seed=0)
+    assert r.source == "tuned", r.reason
+    assert r.worker_pool == "ray:1x1" and r.workers in (0, 1)
+    assert r.cache_key.endswith("+workers-ray1c")
+    assert set(r.config) == {"hash", "prefetch", "threadpool"}     # the per-worker config
+    assert {m["workers"] for m in r.cluster_history} >= {0, 1}      # a Ray worker measured
+    assert all(m["status"] == "ok" for m in r.cluster_history)
+    assert r.history and any(s[1] > s[0] for s in r.worker_startups)
+    assert not ray.is_initialized()
+    assert _ray_processes_left(ray_dirs) == []         # no actor, raylet or GCS process
+    assert set(glob.glob("/tmp/ray*")) <= ray_dirs     # the pool's temp dir is gone
 
 
 @pytest.mark.slow

@@ -68,7 +68,7 @@ class IntuneContext:
 def intune_task(python_callable: Callable | None = None, *, pipeline, budget_s=60.0, cache=None,
                 aws_conn_id=None, cpu_budget=None, ram_budget=None, strict=False,
                 method="intune", window_s=None, timeout_s=None, pipeline_kwargs=None,
-                workers=None, inject_as="intune"):
+                workers=None, demand=None, inject_as="intune"):
     """Decorate a TaskFlow function so it tunes first and receives ``intune=IntuneContext``.
 
     ``pipeline_kwargs`` is a dict for the factory, or the name of one of the function's
@@ -78,7 +78,7 @@ def intune_task(python_callable: Callable | None = None, *, pipeline, budget_s=6
     """
     options = dict(pipeline=pipeline, budget_s=budget_s, cache=cache, aws_conn_id=aws_conn_id,
                    cpu_budget=cpu_budget, ram_budget=ram_budget, strict=strict, method=method,
-                   window_s=window_s, timeout_s=timeout_s, workers=workers)
+                   window_s=window_s, timeout_s=timeout_s, workers=workers, demand=demand)
     templated = [f"{k}={v!r}" for k, v in {**options, "pipeline_kwargs": pipeline_kwargs}.items()
                  if isinstance(v, str) and arguments.is_deferred(v)]
     if templated:

@@ -34,6 +34,8 @@ class InTuneOperator(BaseOperator):
         ``"ray:32x4"`` (at most N workers of C cores; tuning picks how many run); the training
         task starts them from the XCom result with :func:`intune_flow.scaleout.serve`.
         Templated.
+    :param demand: records/s the accelerator consumes (with ``workers``): no more workers
+        once the delivered rate meets it. Templated.
 
     Returns ``TuneResult.to_dict()``: ``config``, ``throughput``, ``start_throughput``,
     ``source``, ``tuning_seconds``, ``seconds_saved``, ``reason``, ``fingerprint``, ...
@@ -48,12 +50,12 @@ class InTuneOperator(BaseOperator):
                  strict: bool = False, method: str = "intune", window_s: float | None = None,
                  timeout_s: float | None = None,
                  pipeline_kwargs: Mapping[str, Any] | None = None, workers: str | None = None,
-                 **kwargs) -> None:
+                 demand: float | None = None, **kwargs) -> None:
         super().__init__(task_id=task_id, **kwargs)
         given = dict(pipeline=pipeline, budget_s=budget_s, cache=cache, aws_conn_id=aws_conn_id,
                      cpu_budget=cpu_budget, ram_budget=ram_budget, strict=strict,
                      method=method, window_s=window_s, timeout_s=timeout_s,
-                     pipeline_kwargs=pipeline_kwargs, workers=workers)
+                     pipeline_kwargs=pipeline_kwargs, workers=workers, demand=demand)
         arguments.check(given, where="InTuneOperator")   # a mistake is a DAG import error
         # Airflow 3 calls a callable found in a template field as a template: keep a factory
         # aside and show its name in the field.

@@ -110,15 +110,25 @@ def encode(view: ScaleView) -> np.ndarray:
     return f
 
 
+MET = 0.01
+"""A window meets the demand when the accelerator waits at most this share of its time."""
+
+
+def meets(m) -> bool:
+    return m.ok and m.trainer_wait <= MET
+
+
 def action_mask(view: ScaleView, fits) -> np.ndarray:
-    """Valid actions [len(ACTIONS)]: a move whose target is new and fits the budget, or stop.
+    """Valid actions [len(ACTIONS)]: a move whose target is new and fits the budget, or stop;
+    once the best window meets the demand, no move to more workers than it has.
 
     ``fits(k) -> bool`` says whether moving to ``k`` and measuring fits the budget left.
     """
     mask = np.zeros(len(ACTIONS), dtype=bool)
     mask[STOP] = True
     seen = set(view.values)
+    most = view.anchor if view.best is not None and meets(view.best) else view.cap
     for i, name in enumerate(ACTIONS[1:], start=1):
         k = target(name, view.anchor, view.k_hat, view.cap)
-        mask[i] = k is not None and k not in seen and fits(k)
+        mask[i] = k is not None and k not in seen and k <= most and fits(k)
     return mask

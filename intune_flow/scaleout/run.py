@@ -15,7 +15,10 @@
   per-worker config of a short search (``"transferred"``);
 * a miss runs the cluster agent (:class:`~intune_flow.scaleout.search.ScaleOut`: K = 0,
   the node agent on the trainer, one worker and the node agent on it, then the agent's
-  moves over K) within ``budget_s`` wall seconds, worker start-ups included (``"tuned"``);
+  moves over K) within ``budget_s`` wall seconds, worker start-ups included (``"tuned"``),
+  each stage only if its estimate fits what is left; ``demand=`` (records/s) caps the rate
+  worth paying for, and a record tuned for another demand (by more than 10%) is searched
+  again from (``"refined"``);
 * a failure of the pool (Ray missing or unreachable, a worker that never registers within
   the pool's bounded wait, a port in use) falls back, in :meth:`fallback`, to single-node
   tuning: ``source="fallback"``, ``workers=0`` and the reason.
@@ -28,15 +31,18 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
+import time
 
 from ..cache.keys import make_key
 from ..cache.records import Lookup, Record, summarize_history, transfer_candidates
 from ..errors import describe_error
+from ..resources import ram_class
 from ..tune import TuningRun, WriteIntent, _shipped_shapes
 from .cost import Objective
 from .pools.spec import PoolSpec, make_pool, parse_pool_spec
-from .search import ScaleOut
-from .service import ServiceClusterEnv
+from .search import REDECIDE_DEMAND, ScaleOut
+from .service import DEMAND, ServiceClusterEnv
 from .worker_side import check_worker_side
 
 log = logging.getLogger(__name__)
@@ -47,9 +53,15 @@ NODE_STEPS = 12
 """At most this many node-level measurements per node (the budget usually ends them first)."""
 
 
+def _rate(demand: float) -> str:
+    return "none stated" if demand >= DEMAND else f"{demand:,.0f} records/s"
+
+
 def worker_class(spec: PoolSpec) -> str:
-    """The worker node class in cache keys: ``workers-local1c``, ``workers-ray4c``."""
-    return f"workers-{spec.kind}{spec.cores_per_worker}c"
+    """The worker node class in cache keys: ``workers-local1c``, ``workers-ray4c``, and the
+    RAM per worker's bucket where stated (``workers-local1c-ram2g``, as in hardware_class)."""
+    ram = f"-{ram_class(spec.ram_per_worker)}" if spec.ram_per_worker else ""
+    return f"workers-{spec.kind}{spec.cores_per_worker}c{ram}"
 
 
 class ScaleOutRun(TuningRun):
@@ -60,14 +72,14 @@ class ScaleOutRun(TuningRun):
         super().__init__(options, pipeline, cache=cache, make_env=single_node_env, **kw)
         given = options.workers
         self.pool_source = given if not isinstance(given, str) else None   # a WorkerPool
-        self.spec = parse_pool_spec(given) if isinstance(given, str) else PoolSpec(
-            given.kind, given.max_workers, given.cores_per_worker, getattr(given, "address", None))
+        self.spec = parse_pool_spec(given) if isinstance(given, str) else PoolSpec.of(given)
         self.node_hardware = self.hardware
         self.hardware = f"{self.hardware}+{worker_class(self.spec)}"
         self.pool_kwargs = dict(pool_kwargs or {})
         self.primary_cache = cache
         self.cluster: ServiceClusterEnv | None = None
         self.scale: ScaleOut | None = None
+        self._clock0: float | None = None     # when the budget's clock started (pool open)
 
     # -- checks before anything starts ------------------------------------------------------
     def execute(self):
@@ -87,11 +99,13 @@ class ScaleOutRun(TuningRun):
         found = self._look_up()
         budget = self.options.budget_s
         with make_pool(self.pool_source or self.spec, **self.pool_kwargs) as pool:
+            self._clock0 = time.perf_counter()
             window = self.options.window_s or self.policy.search_window(budget)
             self.cluster = ServiceClusterEnv(
                 self.pipeline, pool, cpu_budget=self.cpu_budget, ram_budget=self.ram_budget,
                 window_s=window, warmup_s=min(self.policy.probe_warmup_s, window / 2),
-                timeout_s=self.options.timeout_s or 30.0)
+                timeout_s=self.options.timeout_s or 30.0,
+                demand=self.options.demand or DEMAND)
             if found.record is not None and "workers" in found.record.history:
                 return self.use_cached_cluster(found)
             for candidate in self.cache.call(transfer_candidates, self.key,
@@ -114,6 +128,13 @@ class ScaleOutRun(TuningRun):
         config = self.description.space.validate(record.config)
         k = min(int(record.history["workers"]), self.spec.max_workers)
         env = self.cluster
+        was = float(record.history.get("demand") or DEMAND)
+        if abs(math.log(was / env.demand)) > math.log1p(REDECIDE_DEMAND):
+            return self.scale_out(
+                start=config, budget_s=self._warm_budget(), source="refined",
+                reason=f"the record was tuned for a demand of {_rate(was)}, this run states "
+                       f"{_rate(env.demand)}; searched again from the cached config",
+                stale=(found.version, 0.0), cold_seconds=self._cold_seconds(record))
         env.set_workers(k)
         m = env.measure(config, window_s=self.policy.verify_window_s,
                         warmup_s=self.policy.verify_warmup_s)
@@ -134,6 +155,7 @@ class ScaleOutRun(TuningRun):
         from ..search import run_search
 
         env, seed = self.cluster, self.options.seed
+        t0 = env.clock()       # the budget counts from here: loading the policy is on it
         node_budget = max(NODE_SHARE * budget_s, 2 * (env.window_s + env.warmup_s))
 
         def node_tuner(cluster, k):
@@ -145,7 +167,8 @@ class ScaleOutRun(TuningRun):
             return dict(out.best.config), float(out.best.throughput)
 
         self.scale = ScaleOut(env, Objective(), budget_s=budget_s, seed=seed,
-                              node_tuner=node_tuner)
+                              node_tuner=node_tuner, node_budget_s=node_budget,
+                              t0=t0)
         outcome = self.scale.search()
         pick = outcome.pick
         if not pick.ok or pick.delivered <= 0:
@@ -155,6 +178,7 @@ class ScaleOutRun(TuningRun):
         confirm = env.measure(config, window_s=self.policy.verify_window_s,
                               warmup_s=self.policy.verify_warmup_s)
         result = self._cluster_result(source, outcome.workers, config, pick, reason=reason)
+        result.scaleout_stages = list(outcome.stages)
         intent = WriteIntent(outcome, None, stale=stale, cold_seconds=cold_seconds)
         self._confirmed = confirm
         return result, intent
@@ -174,11 +198,15 @@ class ScaleOutRun(TuningRun):
 
     # -- the one fallback point ---------------------------------------------------------------
     def fallback(self, reason: str):
-        """A scale-out failure: tune on this node instead (``source="fallback"``)."""
+        """A scale-out failure: tune on this node instead (``source="fallback"``), on what is
+        left of ``budget_s`` (at least the warm-start minimum)."""
         if self.description is None:
             return super().fallback(reason)
         log.warning("scale-out failed (%s); tuning on this node instead", reason)
-        options = dataclasses.replace(self.options, workers=None)
+        budget = self.options.budget_s
+        if self._clock0 is not None:
+            budget = max(self.policy.warm_min_s, budget - (time.perf_counter() - self._clock0))
+        options = dataclasses.replace(self.options, workers=None, budget_s=budget)
         inner = TuningRun(options, self.pipeline, cpu_budget=self.cpu_budget,
                           ram_budget=self.ram_budget, cache=self.primary_cache,
                           make_env=self.make_env, policy=self.policy)
@@ -207,6 +235,7 @@ class ScaleOutRun(TuningRun):
         history.update(workers=int(result.workers), worker_pool=result.worker_pool,
                        worker_class=worker_class(self.spec),
                        cost_per_million=result.cost_per_million, source=result.source,
+                       demand=self.options.demand,
                        cold_tuning_seconds=cold, search_seconds=outcome.seconds,
                        search_best_throughput=float(result.throughput),
                        cluster=[{k: m[k] for k in ("workers", "delivered", "per_hour",

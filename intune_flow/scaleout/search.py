@@ -8,6 +8,10 @@ The InTuneX search is nested: the node level runs inside the cluster level.
    again (a tuned trainer may meet the demand alone, or be cheapest short of it).
 3. One worker is started and the node agent tunes the prefix's knobs on it; the
    config goes to every worker (tf.data service runs one graph on all of them).
+
+Steps 2 and 3 (the worker's start, then its tuning) each run only if their estimated
+cost fits what is left of the budget (``node_budget_s`` plus a window; the start-up
+estimate plus a window), as every move of step 4 does; each check is in ``walk.stages``.
 4. The cluster agent (a DQN over K moves) walks K from the best so far until it
    stops or the budget ends; the pick is the best measured (K, config), and the
    env is left running it.
@@ -26,12 +30,11 @@ import numpy as np
 
 from .cost import Objective
 from .env import ClusterEnv, ClusterMeasurement
-from .node import tune_node
+from .node import NODE_BUDGET_S, tune_node
+from .observation import MET, meets  # noqa: F401  (MET: re-exported)
 from .walk import ScaleWalk
 
 BUDGET_S = 1800.0
-MET = 0.01
-"""A window meets the demand when the accelerator waits at most this share of its time."""
 REDECIDE_DEMAND = 0.1
 """watch(): a demand change of more than this share triggers a new decision on K."""
 
@@ -49,6 +52,7 @@ class ScaleOutcome:
     pick_seconds: float             # clock seconds until the pick was first measured
     dollars: float                  # what the cluster cost while searching
     history: list[dict] = field(default_factory=list)
+    stages: list[dict] = field(default_factory=list)    # the budget checks (ScaleWalk.stages)
 
 
 def _outcome(method: str, walk: ScaleWalk, pick: ClusterMeasurement, t0: float) -> ScaleOutcome:
@@ -57,26 +61,29 @@ def _outcome(method: str, walk: ScaleWalk, pick: ClusterMeasurement, t0: float) 
         at = walk.best_at
     return ScaleOutcome(method=method, workers=pick.workers, config=dict(pick.config), pick=pick,
                         value=walk.value(pick), seconds=walk.env.clock() - t0,
-                        pick_seconds=at - t0, dollars=walk.dollars, history=list(walk.history))
-
-
-def meets(m: ClusterMeasurement) -> bool:
-    return m.ok and m.trainer_wait <= MET
+                        pick_seconds=at - t0, dollars=walk.dollars, history=list(walk.history),
+                        stages=list(walk.stages))
 
 
 class ScaleOut:
     """The InTuneX search on one cluster env; ``policy_state`` None uses the shipped policy.
 
     ``node_tuner(env, k) -> (config, rate)`` is the node level (default: the node agent
-    through :func:`~intune_flow.scaleout.node.tune_node`); ``choose(obs, mask) -> action``
-    replaces the policy (pretraining explores through it).
+    through :func:`~intune_flow.scaleout.node.tune_node`), estimated to take
+    ``node_budget_s``; ``choose(obs, mask) -> action`` replaces the policy (pretraining
+    explores through it). The start-up estimate before one is measured is the env's
+    ``startup_guess_s`` (a pool's prior), else 60 s. The budget counts from the env clock's
+    ``t0`` (default: when the search starts).
     """
 
     def __init__(self, env: ClusterEnv, objective: Objective = Objective(), *,
                  budget_s: float = BUDGET_S, policy_state=None, node_policy=None,
                  seed: int | None = 0, node_tuner: Callable | None = None,
-                 choose: Callable | None = None):
+                 choose: Callable | None = None, node_budget_s: float = NODE_BUDGET_S,
+                 t0: float | None = None):
         self.env, self.objective, self.budget_s, self.seed = env, objective, budget_s, seed
+        self.t0 = t0
+        self.node_budget_s = float(node_budget_s)
         self.node_tuner = node_tuner or (lambda e, k: tune_node(e, k, policy_state=node_policy,
                                                                 seed=seed))
         if choose is None:
@@ -95,22 +102,33 @@ class ScaleOut:
         return self.configs[0] if k == 0 else self.configs.get(1, self.configs[0])
 
     # -- the search ----------------------------------------------------------------------
+    def walk(self, **kw) -> ScaleWalk:
+        return ScaleWalk(self.env, self.objective, self.config_for, budget_s=self.budget_s,
+                         startup_guess_s=getattr(self.env, "startup_guess_s", 60.0), **kw)
+
     def start(self) -> ScaleWalk:
-        """Steps 1-3: K = 0, the node agent on the trainer, then on one worker; the walk."""
+        """Steps 1-3: K = 0, the node agent on the trainer, then on one worker; the walk.
+        Each stage after the first window runs only if its estimate fits the budget left."""
         env = self.env
-        walk = ScaleWalk(env, self.objective, self.config_for, budget_s=self.budget_s)
+        walk = self.walk(t0=self.t0)
         walk.go(0)
         if meets(walk.best):
             return walk
-        self.configs[0], _ = self.node_tuner(env, 0)
-        walk.go(0)
-        if meets(walk.best):
-            return walk
-        if walk.cap >= 1:
+
+        def tuning():   # node tuning (it may pass its budget by one measurement), a window
+            return self.node_budget_s + 2 * walk.window_cost()
+
+        if walk.affords("tune the trainer", tuning()):
+            self.configs[0], _ = self.node_tuner(env, 0)
+            walk.go(0)
+            if meets(walk.best):
+                return walk
+        if walk.cap >= 1 and walk.affords("start the first worker", walk.move_cost(1)):
             seconds = env.set_workers(1)
             walk.startups.append(seconds)
-            self.configs[1], self.node_rate = self.node_tuner(env, 1)
-            walk.node_rate = self.node_rate
+            if walk.affords("tune the worker", tuning()):
+                self.configs[1], self.node_rate = self.node_tuner(env, 1)
+                walk.node_rate = self.node_rate
             walk.go(1)
         return walk
 
@@ -129,7 +147,7 @@ class ScaleOut:
         return walk
 
     def search(self) -> ScaleOutcome:
-        t0 = self.env.clock()
+        t0 = self.env.clock() if self.t0 is None else self.t0
         walk = self.decide(self.start())
         walk.settle()
         self.outcome = _outcome("intunex", walk, walk.best, t0)
@@ -139,8 +157,7 @@ class ScaleOut:
     def redecide(self, m: ClusterMeasurement, reason: str) -> ScaleOutcome:
         """A new decision on K from the current state (the node configs are kept)."""
         t0 = self.env.clock()
-        walk = ScaleWalk(self.env, self.objective, self.config_for, budget_s=self.budget_s,
-                         node_rate=self.node_rate)
+        walk = self.walk(node_rate=self.node_rate)
         walk.record(m)
         self.decide(walk)
         walk.settle()

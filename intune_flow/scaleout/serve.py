@@ -22,7 +22,8 @@ from .worker_side import check_worker_side
 
 
 @contextmanager
-def serve(result, *, processing_mode: str = "parallel_epochs", pool=None, **factory_kwargs):
+def serve(result, *, processing_mode: str = "parallel_epochs", pool=None,
+          replace_lost: bool = True, **factory_kwargs):
     """Yield the dataset to train on for ``result`` (a TuneResult or its ``to_dict()``).
 
     With ``result.workers`` > 0: checks the worker side (no Python callbacks), starts that
@@ -31,8 +32,10 @@ def serve(result, *, processing_mode: str = "parallel_epochs", pool=None, **fact
     yielded, and yields the worker side distributed to them (``processing_mode``:
     ``"parallel_epochs"``, every worker runs the whole worker side, the default for repeated
     training data; ``"distributed_epoch"``, each record of a finite epoch once) followed by
-    the trainer side. A pool it started is stopped on exit, whatever happened; a ``pool``
-    object passed in is left to its owner. With no workers (a single-node result, a pick of
+    the trainer side. With ``replace_lost`` (the default) a worker that dies while serving is
+    replaced (``WorkerPool.supervise``: logged, in ``pool.replacements``). A pool it started
+    is stopped on exit, whatever happened; a ``pool`` object passed in is left to its owner
+    (its supervision set back as it was). With no workers (a single-node result, a pick of
     K = 0, a fallback) it yields ``result.build()``'s dataset and starts nothing.
     """
     from ..result import TuneResult
@@ -48,13 +51,17 @@ def serve(result, *, processing_mode: str = "parallel_epochs", pool=None, **fact
                       what=f"the worker side of {pipe.name}")
     owned = pool is None or isinstance(pool, str)
     pool = make_pool(pool if pool is not None else result.worker_pool)
+    supervised = pool.supervised
     try:
         pool.start(result.workers)
+        pool.supervise(replace_lost or supervised)
         yield ServicePipeline(pipe, pool.target, processing_mode).build(
             result.config, cpu_budget=result.cpu_budget or None)
     finally:
         if owned:
             pool.stop()
+        else:
+            pool.supervise(supervised)
 
 
 class Served:

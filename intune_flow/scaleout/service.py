@@ -65,10 +65,11 @@ class ServicePipeline(Pipeline):
 class _NodeEnv(PipelineEnv):
     """The node agent's env: one node's pipeline, on the cluster env's clock."""
 
-    def __init__(self, cluster: "ServiceClusterEnv", pipeline, cpu_budget: float):
-        super().__init__(pipeline, cpu_budget=cpu_budget, ram_budget=cluster.ram_budget,
+    def __init__(self, cluster: "ServiceClusterEnv", pipeline, cpu_budget: float,
+                 ram_budget: int, memory=None):
+        super().__init__(pipeline, cpu_budget=cpu_budget, ram_budget=ram_budget,
                          window_s=cluster.window_s, warmup_s=cluster.warmup_s,
-                         timeout_s=cluster.timeout_s)
+                         timeout_s=cluster.timeout_s, memory=memory)
         self.cluster = cluster
 
     def measure(self, config, *, window_s=None, warmup_s=None):
@@ -83,7 +84,8 @@ class _NodeEnv(PipelineEnv):
 class ServiceClusterEnv:
     """One training job on ``pool`` (opened by the caller). ``cpu_budget``/``ram_budget``
     bound the trainer (K = 0, and the reading side); each worker gets the pool's
-    ``cores_per_worker`` (pinned). Prices: :meth:`CostModel.for_worker_cores`."""
+    ``cores_per_worker`` (pinned) and ``ram_per_worker`` (where stated; else the trainer's
+    RAM budget). Prices: :meth:`CostModel.for_worker_cores`."""
 
     def __init__(self, pipeline: Pipeline, pool, *, cpu_budget: float, ram_budget: int,
                  window_s: float = 2.0, warmup_s: float = 0.5, timeout_s: float = 30.0,
@@ -98,7 +100,7 @@ class ServiceClusterEnv:
         self.service = ServicePipeline(pipeline, lambda: pool.target)
         self.measurements: list[ClusterMeasurement] = []
         self.probes: list[tuple[int, object]] = []     # (workers, Measurement), node level too
-        self.startups: list[tuple[int, int, float]] = []  # (from K, to K, seconds)
+        self.startups: list[tuple[int, int, float, float]] = []  # (from K, to K, seconds, at)
         self._start = time.perf_counter()
 
     def clock(self) -> float:
@@ -107,18 +109,29 @@ class ServiceClusterEnv:
     def workers(self) -> int:
         return self.pool.workers
 
+    @property
+    def startup_guess_s(self) -> float:
+        """The pool's prior for a worker start (the walk's estimate until one is timed)."""
+        return self.pool.startup_guess_s
+
     def set_workers(self, k: int) -> float:
-        before, t0 = self.pool.workers, time.perf_counter()
+        before, at, t0 = self.pool.workers, self.clock(), time.perf_counter()
         self.pool.resize(int(k))
         seconds = time.perf_counter() - t0
         if k != before:
-            self.startups.append((before, int(k), seconds))
+            self.startups.append((before, int(k), seconds, at))
         return seconds
 
     def node_env(self, k: int) -> PipelineEnv:
+        """K = 0: the trainer's budgets; K >= 1: a worker's cores, and its RAM budget where
+        the pool states one and can read its workers' RSS (what the RAM guard then holds
+        against it: the largest worker's); otherwise the trainer's RAM budget and RSS."""
         if k == 0:
-            return _NodeEnv(self, self.pipeline, self.cpu_budget)
-        return _NodeEnv(self, self.service, float(self.pool.cores_per_worker))
+            return _NodeEnv(self, self.pipeline, self.cpu_budget, self.ram_budget)
+        cores, ram = float(self.pool.cores_per_worker), self.pool.ram_per_worker
+        if ram is None or self.pool.worker_rss() is None:
+            return _NodeEnv(self, self.service, cores, self.ram_budget)
+        return _NodeEnv(self, self.service, cores, ram, memory=self.pool.worker_rss)
 
     def measure(self, config: Mapping[str, int], *, window_s: float | None = None,
                 warmup_s: float | None = None) -> ClusterMeasurement:

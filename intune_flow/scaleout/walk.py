@@ -24,7 +24,11 @@ class ScaleWalk:
     """Search state over K on ``env`` with ``config_for(k)`` on the prefix node(s).
 
     ``node_rate`` is the node level's standalone records/s of one tuned worker
-    (0 if unknown); ``budget_s`` counts from ``t0`` (default: now).
+    (0 if unknown); ``budget_s`` counts from ``t0`` (default: now). ``startup_guess_s`` is
+    the start-up estimate until one was measured (the pool's prior on real workers).
+    ``stages`` records each budget check: ``{stage, clock_s, cost_s, left_s, ran}``, and
+    ``checked: False`` on a start that runs whether it fits or not (restarting the pick's
+    workers; a baseline's move, which no mask checked).
     """
 
     def __init__(self, env: ClusterEnv, objective: Objective, config_for: Callable[[int], Mapping],
@@ -38,7 +42,9 @@ class ScaleWalk:
         self.max_moves = max_moves
         self.startups: list[float] = []
         self.startup_guess_s = startup_guess_s
+        self.stages: list[dict] = []
         self.window_s = float(getattr(env, "window_s", 10.0)) + float(getattr(env, "warmup_s", 0.0))
+        self.window_costs: list[float] = []     # clock seconds of the windows taken (if known)
         self.measured: dict[int, ClusterMeasurement] = {}
         self.values: dict[int, float] = {}
         self.history: list[dict] = []
@@ -70,14 +76,32 @@ class ScaleWalk:
     def startup_estimate(self) -> float:
         return (sum(self.startups) / len(self.startups)) if self.startups else self.startup_guess_s
 
+    def window_cost(self) -> float:
+        """Estimated seconds of one window: the nominal one, or the mean taken if longer."""
+        taken = self.window_costs
+        return max(self.window_s, sum(taken) / len(taken)) if taken else self.window_s
+
+    def move_cost(self, k: int) -> float:
+        """Estimated seconds to move to ``k`` workers and measure there."""
+        return self.window_cost() + (self.startup_estimate() if k > self.env.workers() else 2.0)
+
     def fits(self, k: int) -> bool:
         """Whether moving to ``k`` and measuring there fits what is left of the budget."""
-        cost = self.window_s + (self.startup_estimate() if k > self.env.workers() else 2.0)
-        return self.elapsed() + cost <= self.budget_s
+        return self.elapsed() + self.move_cost(k) <= self.budget_s
+
+    def affords(self, stage: str, cost_s: float) -> bool:
+        """Whether a stage estimated at ``cost_s`` fits what is left; recorded in ``stages``."""
+        left = self.budget_s - self.elapsed()
+        ran = cost_s <= left
+        self.stages.append({"stage": stage, "clock_s": round(self.elapsed(), 3),
+                            "cost_s": round(cost_s, 3), "left_s": round(left, 3), "ran": ran})
+        return ran
 
     def record(self, m: ClusterMeasurement) -> None:
         """Take a measurement (made by anyone on this env) into the walk."""
         self.spend()
+        if m.seconds > 0:
+            self.window_costs.append(float(m.seconds))
         v = self.value(m)
         self.measured[m.workers] = m
         self.values[m.workers] = v
@@ -95,6 +119,8 @@ class ScaleWalk:
     def go(self, k: int) -> ClusterMeasurement:
         """Run ``k`` workers (start-ups counted) and measure the job there."""
         before = self.env.workers()
+        if k > before and not self.affords(f"start {k - before} worker(s)", self.move_cost(k)):
+            self.stages[-1].update(ran=True, checked=False)   # a baseline's move: not masked
         seconds = self.env.set_workers(k)
         if k > before and seconds > 0:
             self.startups.append(seconds)
@@ -151,7 +177,15 @@ class ScaleWalk:
         return False, self.go(k)
 
     def settle(self) -> None:
-        """Leave the env running the pick (the best measured K)."""
+        """Leave the env running the pick (the best measured K), fitting or not: recorded as
+        an unchecked stage when it starts workers."""
         if self.best is not None and self.env.workers() != self.best.workers:
-            self.env.set_workers(self.best.workers)
+            k = self.best.workers
+            if k > self.env.workers():
+                self.stages.append({"stage": "restart the pick's workers",
+                                    "clock_s": round(self.elapsed(), 3),
+                                    "cost_s": round(self.move_cost(k), 3),
+                                    "left_s": round(self.budget_s - self.elapsed(), 3),
+                                    "ran": True, "checked": False})
+            self.env.set_workers(k)
             self.spend()

@@ -54,3 +54,63 @@ def test_workers_is_in_the_options_json():
     # in-process it depends on which tests ran before)
     o = TuneOptions.parse({"pipeline": REF, "workers": "local:2x1"})
     assert o.to_dict()["workers"] == "local:2x1" and o.tune_kwargs()["workers"] == "local:2x1"
+
+
+@pytest.mark.parametrize("given, kept, ram", [
+    ("local:4x1:2GiB", "local:4x1:2GiB", 2 * 2**30), ("local:4:512mib", "local:4x1:512MiB", 2**29),
+    ("ray:8x2:4gib", "ray:8x2:4GiB", 4 * 2**30),
+    ("ray://head:10001:8x2:1.5GiB", "ray://head:10001:8x2:1536MiB", 3 * 2**29),
+    ("local:2x1:1073741824", "local:2x1:1GiB", 2**30), ("local:2x1", "local:2x1", None),
+])
+def test_a_ram_budget_per_worker_is_written_like_ram_budget(given, kept, ram):
+    from intune_flow.scaleout.pools import make_pool, parse_pool_spec
+
+    assert TuneOptions.parse({"pipeline": REF, "workers": given}).workers == kept
+    spec = parse_pool_spec(given)
+    assert spec.ram_per_worker == ram and parse_pool_spec(str(spec)) == spec
+    if spec.kind == "local" and (ram or 0) < 2**31:     # builds the pool, starts nothing
+        assert make_pool(spec).ram_per_worker == ram
+
+
+@pytest.mark.parametrize("bad", ["local:4x1:2GB2", "local:4x1:lots", "local:4x1:0GiB",
+                                 "local:4x1:2GiB:3", "ray:2x1:-1GiB"])
+def test_a_bad_ram_per_worker_names_the_argument_and_the_forms(bad):
+    with pytest.raises(OptionsError, match="^InTuneOperator: workers=") as err:
+        TuneOptions.parse({"pipeline": REF, "workers": bad}, where="InTuneOperator")
+    assert "':SIZE'" in str(err.value) and "'local:4x1:2GiB'" in str(err.value)
+
+
+def test_ram_per_worker_beyond_the_machine_is_refused_for_local_workers():
+    from intune_flow.scaleout.pools import LocalProcessPool, make_pool
+
+    with pytest.raises(OptionsError, match="more than this machine's"):
+        make_pool("local:4x1:4TiB")
+    with pytest.raises(OptionsError, match="^ram_per_worker='lots'"):
+        LocalProcessPool(1, ram_per_worker="lots")
+
+
+def test_the_worker_class_in_cache_keys_carries_the_ram_per_worker():
+    from intune_flow.scaleout.pools import parse_pool_spec
+    from intune_flow.scaleout.run import worker_class
+
+    assert worker_class(parse_pool_spec("local:2x1")) == "workers-local1c"
+    assert worker_class(parse_pool_spec("ray:8x4:12GiB")) == "workers-ray4c-ram8g"
+
+
+def test_demand_is_a_rate_for_scale_out_on_every_surface():
+    import inspect
+
+    from intune_flow import tune
+
+    o = TuneOptions.parse({"pipeline": REF, "workers": "local:2", "demand": "2e5"})
+    assert o.demand == 2e5 and o.to_dict()["demand"] == 2e5
+    for surface in ("tune", "cli", "metaflow", "airflow"):
+        assert "demand" in TuneOptions.names(surface)
+    assert inspect.signature(tune).parameters["demand"].default is None
+    with pytest.raises(OptionsError, match="^@intune: demand must be a positive number of "
+                                           "records/s, got -5"):
+        TuneOptions.parse({"pipeline": REF, "workers": "local:2", "demand": -5},
+                          where="@intune")
+    with pytest.raises(OptionsError, match="demand=1000.0 records/s applies to scale-out only; "
+                                           "give workers= too"):
+        TuneOptions.parse({"pipeline": REF, "demand": 1000})

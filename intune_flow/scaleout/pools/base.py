@@ -17,19 +17,33 @@ A :class:`WorkerPool` runs tf.data service workers (``WorkerServer``) for one tr
 * **target**: the dispatcher address for
   ``ds.apply(tf.data.experimental.service.distribute(..., service=pool.target))``;
   **workers**: how many of the pool's workers are alive now (fewer than asked after a loss);
-  **worker_info**: one :class:`WorkerInfo` per running worker (address, pid, cores, node).
+  **worker_info**: one :class:`WorkerInfo` per running worker (address, pid, cores, node);
+  **startup_guess_s**: the seconds a worker start is expected to take before one was timed
+  (the kind's prior, or ``startup_guess_s=``; never above ``registration_timeout_s``, the
+  longest a start may take), what tuning budgets the first worker start with;
+  **ram_per_worker**: each worker's RAM budget in bytes (``ram_per_worker=``, or
+  ``:SIZE`` in a spec), None if not stated; **worker_rss()**: the largest RSS of the running
+  workers where the pool can read it (None elsewhere), what tuning's RAM guard holds
+  against ``ram_per_worker``.
+* **supervise()** replaces lost workers from then on: a thread of the pool checks every
+  second and, for each worker that died (a local process exited, a Ray actor died), starts
+  a replacement that registers with the same dispatcher (logged; kept in ``replacements``),
+  until ``supervise(False)`` or ``stop()``. ``serve()`` turns it on while it serves.
 * ``SIGTERM``: while a pool runs, a ``SIGTERM`` whose handler is still the default is turned
   into ``SystemExit(143)`` in the main thread, so ``with`` blocks and ``finally`` clauses
   stop the workers; a handler installed by someone else (Airflow, Metaflow) is left alone.
 
 What the service guarantees when a worker dies (``docs/scaleout.md``): ``parallel_epochs``
-every surviving worker still produces its whole epoch; ``distributed_epoch`` each element at
-most once (the splits the lost worker held are lost, nothing is repeated).
+every surviving worker still produces its whole epoch (a replacement runs it again from the
+start: more repeats); ``distributed_epoch`` each element at most once (the splits the lost
+worker held are lost, nothing is repeated). In both, a finite epoch does not end after a
+loss, replaced or not.
 """
 
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import signal
 import threading
@@ -39,6 +53,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import OptionsError, WorkerPoolError
+
+log = logging.getLogger("intune_flow.scaleout")
 
 #: How often a worker tells the dispatcher it is alive (and learns of new tasks).
 HEARTBEAT_MS = 1000
@@ -59,6 +75,7 @@ class WorkerInfo:
     cores: tuple[int, ...] | int = 1  # pinned cores (local) or reserved CPUs (Ray)
     node: str = "127.0.0.1"           # the host it runs on
     started_s: float = 0.0            # seconds from launch to registration
+    slot: int = 0                     # its share of the cores: the lowest one free at launch
     handle: Any = field(default=None, repr=False, compare=False)
 
 
@@ -66,19 +83,34 @@ class WorkerPool:
     """Base class of the worker pools; the module docstring is the contract."""
 
     kind = "base"
+    STARTUP_GUESS_S = 10.0
+    """The kind's prior for one worker start (launch to registration), in seconds."""
 
     def __init__(self, max_workers: int, *, cores_per_worker: int = 1,
                  registration_timeout_s: float = 120.0, stop_timeout_s: float = 10.0,
                  dispatcher_address: str | None = None, heartbeat_ms: int = HEARTBEAT_MS,
-                 worker_timeout_ms: int = WORKER_TIMEOUT_MS):
+                 worker_timeout_ms: int = WORKER_TIMEOUT_MS,
+                 startup_guess_s: float | None = None, ram_per_worker=None):
         if not isinstance(max_workers, int) or isinstance(max_workers, bool) or max_workers < 1:
             raise OptionsError(f"max_workers={max_workers!r}: give a whole number of workers >= 1")
         if not isinstance(cores_per_worker, int) or cores_per_worker < 1:
             raise OptionsError(f"cores_per_worker={cores_per_worker!r}: give a whole number >= 1")
         if registration_timeout_s <= 0:
             raise OptionsError(f"registration_timeout_s={registration_timeout_s!r}: give seconds > 0")
+        if ram_per_worker is not None:
+            from ...resources import parse_bytes
+
+            try:
+                ram_per_worker = parse_bytes(ram_per_worker)
+            except ValueError:
+                raise OptionsError(f"ram_per_worker={ram_per_worker!r}: give a size such as "
+                                   "'2GiB' or '512MiB', or a number of bytes") from None
+        if startup_guess_s is not None and not startup_guess_s > 0:
+            raise OptionsError(f"startup_guess_s={startup_guess_s!r}: give seconds > 0")
         self.max_workers = max_workers
         self.cores_per_worker = cores_per_worker
+        self._startup_guess_s = startup_guess_s
+        self.ram_per_worker: int | None = ram_per_worker
         self.registration_timeout_s = float(registration_timeout_s)
         self.stop_timeout_s = float(stop_timeout_s)
         self.heartbeat_ms = int(heartbeat_ms)
@@ -87,8 +119,13 @@ class WorkerPool:
         self._dispatcher = None
         self._running: list[WorkerInfo] = []
         self._next_index = 0
+        self._target = 0                  # the count last asked for (what supervise keeps)
         self._lock = threading.RLock()
         self._stopped = False
+        self._halt = threading.Event()    # set by stop(): a registration wait gives up
+        self._supervised = False
+        self._supervisor: threading.Thread | None = None
+        self.replacements: list[dict] = []
 
     # -- the contract ---------------------------------------------------------------------
     def __enter__(self) -> "WorkerPool":
@@ -132,6 +169,7 @@ class WorkerPool:
                                f"{self.max_workers}")
         self.open()
         with self._lock:
+            self._target = k
             self._running = [w for w in self._running if self._alive(w)]
             if k < len(self._running):
                 gone, self._running = self._running[k:], self._running[:k]
@@ -140,8 +178,66 @@ class WorkerPool:
                 self._grow(k - len(self._running))
         return self
 
+    def supervise(self, on: bool = True, interval_s: float = 1.0) -> "WorkerPool":
+        """Replace lost workers while ``on`` (see the contract). The checking thread lives
+        until :meth:`stop`: a local worker dies with the thread that started it."""
+        with self._lock:
+            self._supervised = bool(on)
+            if on and self._supervisor is None and not self._stopped:
+                self._supervisor = threading.Thread(target=self._supervise, args=(interval_s,),
+                                                    name=f"intune-{self.kind}-pool", daemon=True)
+                self._supervisor.start()
+        return self
+
+    @property
+    def supervised(self) -> bool:
+        """Whether lost workers are being replaced now."""
+        return self._supervised
+
+    def replace_lost(self) -> int:
+        """Start a replacement for each worker that died, up to the count last asked for;
+        return how many were started (each registered when this returns)."""
+        with self._lock:
+            if self._dispatcher is None or self._stopped:
+                return 0
+            lost = [w for w in self._running if not self._alive(w)]
+            if lost:
+                self._running = [w for w in self._running if w not in lost]
+                self._terminate(lost)           # reaps a dead process; nothing else to stop
+            n = self._target - len(self._running)
+            if n <= 0:
+                return 0
+            self._grow(n)
+            for new in self._running[-n:]:
+                old = lost.pop(0) if lost else None
+                self.replacements.append({"lost": None if old is None else old.index,
+                                          "lost_pid": None if old is None else old.pid,
+                                          "worker": new.index, "pid": new.pid,
+                                          "started_s": round(new.started_s, 3)})
+                log.warning("%s worker %s (pid %s) was lost; replaced by worker %d (pid %s), "
+                            "registered with the dispatcher at %s in %.1f s", self.kind,
+                            "?" if old is None else old.index, "?" if old is None else old.pid,
+                            new.index, new.pid, self.dispatcher_address, new.started_s)
+            return n
+
+    def _supervise(self, interval_s: float) -> None:
+        failures = 0
+        while not self._halt.wait(interval_s * 2 ** min(failures, 6)):
+            if not self._supervised:
+                continue
+            try:
+                self.replace_lost()
+                failures = 0
+            except Exception as exc:  # noqa: BLE001 - keep supervising; say why
+                if self._halt.is_set():
+                    return
+                failures += 1
+                log.warning("could not replace a lost %s worker (%s); trying again in %.0f s",
+                            self.kind, exc, interval_s * 2 ** min(failures, 6))
+
     def stop(self) -> None:
         """Stop every worker this pool started, then the dispatcher and the engine."""
+        self._halt.set()        # first: a replacement waiting to register gives up
         with self._lock:
             self._stopped = True
             workers, self._running = self._running, []
@@ -159,6 +255,9 @@ class WorkerPool:
                         except Exception:  # noqa: BLE001 - already stopped
                             pass
                     _ACTIVE.discard(self)
+        supervisor = self._supervisor
+        if supervisor is not None and supervisor is not threading.current_thread():
+            supervisor.join(timeout=5)
 
     @property
     def target(self) -> str:
@@ -183,6 +282,16 @@ class WorkerPool:
             return sum(1 for w in self._running if self._alive(w))
 
     @property
+    def startup_guess_s(self) -> float:
+        """Expected seconds of one worker start before any was timed (the contract)."""
+        guess = self.STARTUP_GUESS_S if self._startup_guess_s is None else self._startup_guess_s
+        return min(float(guess), self.registration_timeout_s)
+
+    def worker_rss(self) -> int | None:
+        """The largest RSS among the running workers, or None where it cannot be read."""
+        return None
+
+    @property
     def worker_info(self) -> list[WorkerInfo]:
         with self._lock:
             return list(self._running)
@@ -196,6 +305,18 @@ class WorkerPool:
         return (f"{type(self).__name__}(max_workers={self.max_workers}, "
                 f"cores_per_worker={self.cores_per_worker}, running={len(self._running)})")
 
+    def _local_rss(self) -> int:
+        """The largest RSS of the running workers' processes on this machine (psutil)."""
+        import psutil
+
+        largest = 0
+        for info in list(self._running):
+            try:
+                largest = max(largest, psutil.Process(info.pid).memory_info().rss)
+            except (psutil.Error, TypeError, ValueError):
+                pass
+        return largest
+
     # -- the bounded wait, shared -------------------------------------------------------------
     def _grow(self, n: int) -> None:
         launched: list[WorkerInfo] = []
@@ -203,7 +324,9 @@ class WorkerPool:
         deadline = t0 + self.registration_timeout_s
         try:
             for _ in range(n):
-                info = WorkerInfo(index=self._next_index)
+                taken = {w.slot for w in self._running + launched}
+                info = WorkerInfo(index=self._next_index,
+                                  slot=min(set(range(len(taken) + 1)) - taken))
                 self._next_index += 1
                 launched.append(info)
                 self._launch(info)
@@ -217,6 +340,8 @@ class WorkerPool:
                 if not pending and (self._dispatcher_address
                                     or self.registered() >= len(self._running) + n):
                     break
+                if self._halt.is_set():
+                    raise WorkerPoolError(f"the {self.kind} pool is stopping")
                 if time.monotonic() >= deadline:
                     raise WorkerPoolError(
                         f"{len(pending) or n} of {n} {self.kind} worker(s) did not register with "

@@ -12,24 +12,39 @@ import tempfile
 import time
 from pathlib import Path
 
-from ...errors import WorkerPoolError
+from ...errors import OptionsError, WorkerPoolError
 from .base import WorkerInfo, WorkerPool, cpu_share
 
 
 class LocalProcessPool(WorkerPool):
     """``max_workers`` ``WorkerServer`` subprocesses (``python -m intune_flow.scaleout.worker``)
-    on 127.0.0.1, worker ``i`` pinned to ``cores_per_worker`` cores (round-robin over this
-    process's CPUs: with more workers than cores they share). Each runs in its own process
+    on 127.0.0.1, each pinned to ``cores_per_worker`` cores: the share of the lowest slot no
+    running worker holds (round-robin over this process's CPUs: with more workers than
+    cores they share). Each runs in its own process
     group and gets ``SIGKILL`` when the thread that started it dies (``PR_SET_PDEATHSIG``:
     start pools from a thread that outlives them, e.g. the main thread); ``stop`` sends
     ``SIGTERM`` to its group, waits ``stop_timeout_s``, then ``SIGKILL``. Logs and readiness
     files live in a temp dir the pool removes on ``stop``."""
 
     kind = "local"
+    STARTUP_GUESS_S = 6.0    # a TensorFlow import and a registration on a quiet 2-core machine
 
     def __init__(self, max_workers: int, cores_per_worker: int = 1, **kwargs):
         super().__init__(max_workers, cores_per_worker=cores_per_worker, **kwargs)
+        if self.ram_per_worker:
+            from ...resources import machine_ram
+
+            total = machine_ram()
+            if self.ram_per_worker * max_workers > total:
+                raise OptionsError(
+                    f"ram_per_worker={self.ram_per_worker / 2**30:.1f} GiB x {max_workers} local "
+                    f"workers is more than this machine's {total / 2**30:.1f} GiB; state less "
+                    f"per worker (e.g. 'local:{max_workers}x{cores_per_worker}:"
+                    f"{max(1, int(total / max_workers / 2**30))}GiB') or fewer workers")
         self._dir: Path | None = None
+
+    def worker_rss(self) -> int:
+        return self._local_rss()
 
     def _open_engine(self) -> None:
         self._dir = Path(tempfile.mkdtemp(prefix="intune-workers-"))
@@ -40,7 +55,7 @@ class LocalProcessPool(WorkerPool):
             self._dir = None
 
     def _launch(self, info: WorkerInfo) -> None:
-        cores = cpu_share(info.index, self.cores_per_worker)
+        cores = cpu_share(info.slot, self.cores_per_worker)
         ready = self._dir / f"worker-{info.index}.json"
         log = open(self._dir / f"worker-{info.index}.log", "wb")
         cmd = [sys.executable, "-m", "intune_flow.scaleout.worker",

@@ -59,7 +59,8 @@ def _actor_class(ray):
 
 
 class RayPool(WorkerPool):
-    """``WorkerServer``s as Ray actors, each reserving ``num_cpus_per_worker`` CPUs.
+    """``WorkerServer``s as Ray actors, each reserving ``num_cpus_per_worker`` CPUs (and
+    ``memory=ram_per_worker`` bytes when stated, so Ray places it where that much is free).
 
     ``address=None`` starts a local Ray (``ray.init(num_cpus=..., include_dashboard=False)``
     with usage stats off and a temp dir the pool owns and removes); ``address="auto"``,
@@ -70,6 +71,7 @@ class RayPool(WorkerPool):
     ``dispatcher_address=``)."""
 
     kind = "ray"
+    STARTUP_GUESS_S = 15.0   # an actor's worker process, then the TensorFlow import in it
 
     def __init__(self, address: str | None = None, num_cpus_per_worker: int = 1,
                  max_workers: int = 1, *, num_cpus: int | None = None, **kwargs):
@@ -144,8 +146,9 @@ class RayPool(WorkerPool):
 
     def _launch(self, info: WorkerInfo) -> None:
         ray = self._ray
-        actor = _actor_class(ray).options(num_cpus=self.cores_per_worker,
-                                          max_restarts=0).remote()
+        reserve = {"memory": self.ram_per_worker} if self.ram_per_worker else {}
+        actor = _actor_class(ray).options(num_cpus=self.cores_per_worker, max_restarts=0,
+                                          **reserve).remote()
         info.cores = self.cores_per_worker
         info.handle = {"actor": actor,
                        "ref": actor.start.remote(self.dispatcher_address, self.heartbeat_ms)}
@@ -179,6 +182,10 @@ class RayPool(WorkerPool):
             return True
         except Exception:  # noqa: BLE001 - RayActorError: it died
             return False
+
+    def worker_rss(self) -> int | None:
+        """On a local Ray the actors' processes are here; on a cluster, None."""
+        return self._local_rss() if self.address is None else None
 
     def _terminate(self, workers: list[WorkerInfo]) -> None:
         ray = self._ray

@@ -1,4 +1,6 @@
-"""Worker pool specs: ``"local:4"``, ``"local:4x1"``, ``"ray:8x2"``, ``"ray://host:10001:8"``."""
+"""Worker pool specs: ``"local:4"``, ``"local:4x1"``, ``"ray:8x2"``, ``"ray://host:10001:8"``;
+``:SIZE`` at the end states each worker's RAM budget (``"local:4x1:2GiB"``, ``"ray:8x2:4GiB"``),
+written as ``ram_budget=`` is (``4GiB``, ``512MiB``, bytes)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ from ...errors import OptionsError
 
 SPEC_HELP = ("expected 'local:N' or 'local:NxC' (N local worker processes of C cores), "
              "'ray:NxC' (N Ray actors of C CPUs on a local Ray) or 'ray://HOST:PORT:N[xC]' "
-             "(an existing Ray cluster); for example 'local:4x1' or 'ray:8x2'")
+             "(an existing Ray cluster), each optionally followed by ':SIZE', the RAM budget "
+             "of each worker written like ram_budget= (4GiB, 512MiB, bytes); for example "
+             "'local:4x1', 'ray:8x2' or 'local:4x1:2GiB'")
 
-_COUNT = r"(?P<n>\d+)(?:x(?P<c>\d+))?"
+_COUNT = r"(?P<n>\d+)(?:x(?P<c>\d+))?(?::(?P<ram>[0-9.]+[A-Za-z]*))?"
 _LOCAL = re.compile(rf"local:{_COUNT}")
 _RAY = re.compile(rf"ray:{_COUNT}")
 _RAY_ADDRESS = re.compile(rf"(?P<address>ray://[^\s:/]+:\d+):{_COUNT}")
@@ -25,10 +29,31 @@ class PoolSpec:
     max_workers: int
     cores_per_worker: int = 1
     address: str | None = None  # Ray only: an existing cluster; None starts a local Ray
+    ram_per_worker: int | None = None   # bytes; None: no RAM budget stated per worker
 
     def __str__(self) -> str:
         count = f"{self.max_workers}x{self.cores_per_worker}"
+        if self.ram_per_worker:
+            count += f":{format_size(self.ram_per_worker)}"
         return f"{self.address}:{count}" if self.address else f"{self.kind}:{count}"
+
+    @classmethod
+    def of(cls, pool) -> "PoolSpec":
+        """The spec of a :class:`~.base.WorkerPool` object."""
+        return cls(pool.kind, pool.max_workers, pool.cores_per_worker,
+                   getattr(pool, "address", None), pool.ram_per_worker)
+
+    def pool_kwargs(self) -> dict:
+        """What :func:`make_pool` passes on besides the kind's own arguments."""
+        return {"ram_per_worker": self.ram_per_worker} if self.ram_per_worker else {}
+
+
+def format_size(n: int) -> str:
+    """Bytes as the largest exact binary unit: ``2GiB``, ``512MiB``, or plain bytes."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
 
 
 def parse_pool_spec(text: str, name: str = "workers") -> PoolSpec:
@@ -44,7 +69,16 @@ def parse_pool_spec(text: str, name: str = "workers") -> PoolSpec:
             if n < 1 or c < 1:
                 raise OptionsError(f"{name}={text!r}: the worker count and cores per worker "
                                    f"must be at least 1; {SPEC_HELP}")
-            return PoolSpec(kind, n, c, match.groupdict().get("address"))
+            ram = None
+            if match["ram"] is not None:
+                from ...resources import parse_bytes
+
+                try:
+                    ram = parse_bytes(match["ram"])
+                except ValueError:
+                    raise OptionsError(f"{name}={text!r}: {match['ram']!r} is not a RAM size "
+                                       f"per worker; {SPEC_HELP}") from None
+            return PoolSpec(kind, n, c, match.groupdict().get("address"), ram)
     raise OptionsError(f"{name}={text!r}: {SPEC_HELP}")
 
 
@@ -61,8 +95,9 @@ def make_pool(spec, name: str = "workers", **kwargs):
         from .local import LocalProcessPool
 
         return LocalProcessPool(max_workers=spec.max_workers,
-                                cores_per_worker=spec.cores_per_worker, **kwargs)
+                                cores_per_worker=spec.cores_per_worker,
+                                **spec.pool_kwargs(), **kwargs)
     from .ray import RayPool
 
     return RayPool(address=spec.address, num_cpus_per_worker=spec.cores_per_worker,
-                   max_workers=spec.max_workers, **kwargs)
+                   max_workers=spec.max_workers, **spec.pool_kwargs(), **kwargs)
