@@ -134,9 +134,9 @@ def targets(picks: dict, budgets) -> dict:
         need = TARGETS.get(budget, 0.90)
         misses = []
         if p["ratio_to_best"] < need:
-            misses.append(f"{p['ratio_to_best']:.2f} of the best known (< {need:.2f})")
+            misses.append(f"{p['ratio_to_best']:.3f} of the best known (< {need:.2f})")
         if budget >= 60 and p["vs_autotune"] is not None and p["vs_autotune"] < VS_AUTOTUNE:
-            misses.append(f"{p['vs_autotune']:.2f} x AUTOTUNE (< {VS_AUTOTUNE:.2f})")
+            misses.append(f"{p['vs_autotune']:.3f} x AUTOTUNE (< {VS_AUTOTUNE:.2f})")
         reason = ""
         if misses:
             overlap = p["throughput"]["max"] >= best["throughput"]["min"]
