@@ -65,16 +65,48 @@ def optimize(q: torch.nn.Module, target: torch.nn.Module, opt, loss: torch.Tenso
             tp.mul_(1 - tau).add_(p, alpha=tau)
 
 
-class ReplayBuffer:
-    """Fixed-size ring of (obs, action, reward, next_obs, next_mask, done)."""
+class PaddedRing:
+    """A fixed-size ring of observations padded to ``k_pad`` knobs, with a presence count per
+    slot: the part every buffer of the agent shares (:class:`ReplayBuffer`, and
+    :class:`~intune_flow.agent.teacher.TargetBuffer` in pretraining)."""
 
     def __init__(self, capacity: int, k_pad: int, rng: np.random.Generator):
         self.capacity, self.k_pad, self.rng = capacity, k_pad, rng
         self.size = self.pos = 0
+        self.kf = np.zeros((capacity, k_pad, KNOB_FEATURES), np.float32)
+        self.g = np.zeros((capacity, GLOBAL_FEATURES), np.float32)
+        self.n = np.zeros(capacity, np.int64)
+
+    def _put(self, obs) -> int | None:
+        """Write ``obs`` into the next slot and return its index; None (nothing written) when
+        it has more knobs than the ring pads to (pretraining pads to the largest sim pipeline)."""
+        kf, g = obs
+        k = kf.shape[0]
+        if k > self.k_pad:
+            return None
+        i = self.pos
+        self.kf[i] = 0
+        self.kf[i, :k] = kf
+        self.g[i] = g
+        self.n[i] = k
+        return i
+
+    def _advance(self) -> None:
+        self.pos = (self.pos + 1) % self.capacity
+        self.size = min(self.size + 1, self.capacity)
+
+    def _draw(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """``n`` slot indices drawn with replacement, and their knob presence masks [n, k_pad]."""
+        idx = self.rng.integers(0, self.size, size=n)
+        return idx, np.arange(self.k_pad)[None, :] < self.n[idx][:, None]
+
+
+class ReplayBuffer(PaddedRing):
+    """Fixed-size ring of (obs, action, reward, next_obs, next_mask, done)."""
+
+    def __init__(self, capacity: int, k_pad: int, rng: np.random.Generator):
+        super().__init__(capacity, k_pad, rng)
         c = capacity
-        self.kf = np.zeros((c, k_pad, KNOB_FEATURES), np.float32)
-        self.g = np.zeros((c, GLOBAL_FEATURES), np.float32)
-        self.n = np.zeros(c, np.int64)
         self.knob = np.zeros(c, np.int64)
         self.dir = np.zeros(c, np.int64)    # 0 up, 1 down, 2 stop
         self.r = np.zeros(c, np.float32)
@@ -84,15 +116,11 @@ class ReplayBuffer:
         self.done = np.zeros(c, np.float32)
 
     def add(self, obs, action: int, reward: float, next_obs, next_mask, done: bool) -> None:
-        (kf, g), (kf2, g2) = obs, next_obs
-        k = kf.shape[0]
-        if k > self.k_pad:
-            return  # wider than the buffer: skip (pretraining pads to the largest sim pipeline)
-        i = self.pos
-        self.kf[i] = 0
-        self.kf[i, :k] = kf
-        self.g[i] = g
-        self.n[i] = k
+        i = self._put(obs)
+        if i is None:
+            return
+        k = int(self.n[i])
+        kf2, g2 = next_obs
         if action == STOP or action == 2 * k:
             self.knob[i], self.dir[i] = 0, 2
         else:
@@ -105,12 +133,10 @@ class ReplayBuffer:
         self.m2[i, :2 * k] = next_mask[:-1]
         self.m2[i, -1] = next_mask[-1]
         self.done[i] = float(done)
-        self.pos = (i + 1) % self.capacity
-        self.size = min(self.size + 1, self.capacity)
+        self._advance()
 
     def sample(self, n: int):
-        idx = self.rng.integers(0, self.size, size=n)
-        present = np.arange(self.k_pad)[None, :] < self.n[idx][:, None]
+        idx, present = self._draw(n)
         act = np.where(self.dir[idx] == 2, 2 * self.k_pad, 2 * self.knob[idx] + self.dir[idx])
         t = torch.from_numpy
         return (t(self.kf[idx]), t(self.g[idx]), t(present), t(act), t(self.r[idx]),

@@ -11,12 +11,11 @@ out, so the Q-values keep the scale online fine-tuning (``gamma = 0``) learns on
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 
-from .walk import ERROR_PENALTY, OOM_PENALTY, STEP_COST, Walk  # noqa: F401
+from .dqn import PaddedRing, optimize
+from .walk import OOM_PENALTY, STEP_COST, Walk, log_gain
 
 
 def move_targets(walk: Walk, env) -> np.ndarray:
@@ -33,49 +32,33 @@ def move_targets(walk: Walk, env) -> np.ndarray:
             if cand is None:
                 out[2 * i + d] = -STEP_COST
                 continue
-            x = env.true_throughput(cand)
-            if x <= 0:
-                out[2 * i + d] = -STEP_COST - OOM_PENALTY
-            elif here <= 0:
-                out[2 * i + d] = 1.0 - STEP_COST
-            else:
-                out[2 * i + d] = max(-1.0, min(1.0, math.log(x / here))) - STEP_COST
+            x = env.true_throughput(cand)   # 0: past the RAM budget
+            out[2 * i + d] = (log_gain(x, here) if x > 0 else -OOM_PENALTY) - STEP_COST
     return out
 
 
-class TargetBuffer:
+class TargetBuffer(PaddedRing):
     """A ring of (observation, legal mask, target row), padded to ``k_pad`` knobs."""
 
     def __init__(self, capacity: int, k_pad: int, rng: np.random.Generator):
-        from .observation import GLOBAL_FEATURES, KNOB_FEATURES
-        self.capacity, self.k_pad, self.rng = capacity, k_pad, rng
-        self.size = self.pos = 0
-        self.kf = np.zeros((capacity, k_pad, KNOB_FEATURES), np.float32)
-        self.g = np.zeros((capacity, GLOBAL_FEATURES), np.float32)
-        self.n = np.zeros(capacity, np.int64)
+        super().__init__(capacity, k_pad, rng)
         self.mask = np.zeros((capacity, 2 * k_pad + 1), bool)
         self.y = np.zeros((capacity, 2 * k_pad + 1), np.float32)
 
     def add(self, obs, mask: np.ndarray, targets: np.ndarray) -> None:
-        kf, g = obs
-        k = kf.shape[0]
-        if k > self.k_pad:
+        i = self._put(obs)
+        if i is None:
             return
-        i = self.pos
-        self.kf[i] = 0
-        self.kf[i, :k] = kf
-        self.g[i], self.n[i] = g, k
+        k = int(self.n[i])
         self.mask[i] = False
         self.mask[i, :2 * k] = mask[:-1]
         self.mask[i, -1] = True     # stopping is always taught (its reward: 0)
         self.y[i] = 0
         self.y[i, :2 * k] = targets[:-1]
-        self.pos = (i + 1) % self.capacity
-        self.size = min(self.size + 1, self.capacity)
+        self._advance()
 
     def sample(self, n: int):
-        idx = self.rng.integers(0, self.size, size=n)
-        present = np.arange(self.k_pad)[None, :] < self.n[idx][:, None]
+        idx, present = self._draw(n)
         t = torch.from_numpy
         return t(self.kf[idx]), t(self.g[idx]), t(present), t(self.mask[idx]), t(self.y[idx])
 
@@ -83,7 +66,6 @@ class TargetBuffer:
 def fit(agent, buffer: TargetBuffer, batch_size: int) -> float | None:
     """One regression step of ``agent.q`` onto the buffer's target rows (legal moves only);
     the target network follows (it is what online fine-tuning starts from)."""
-    from .dqn import optimize
     if buffer.size < batch_size:
         return None
     kf, g, present, mask, y = buffer.sample(batch_size)

@@ -34,6 +34,14 @@ OVERSUB_PENALTY = 0.02
 MAX_STREAK = 4
 
 
+def log_gain(throughput: float, ref: float) -> float:
+    """A move's gain, ``log(throughput / ref)`` clipped to [-1, 1] (1 from a reference of 0
+    to any throughput, -1 to none): the reward of a move before its costs and penalties."""
+    if ref > 0 and throughput > 0:
+        return max(-1.0, min(1.0, math.log(throughput / ref)))
+    return 1.0 if throughput > 0 else -1.0
+
+
 def config_key(config: dict) -> tuple:
     return tuple(sorted(config.items()))
 
@@ -127,9 +135,7 @@ class Walk:
             self.streak.pop(move, None)
             self.since_improvement += 1
             return reward, False, m
-        gain = math.log(m.throughput / ref) if ref > 0 and m.throughput > 0 else (
-            1.0 if m.throughput > 0 else -1.0)
-        gain = max(-1.0, min(1.0, gain))
+        gain = log_gain(m.throughput, ref)
         self.last_gain = gain
         reward += gain
         if m.throughput > self.best.throughput * (1 + self.accept):
