@@ -89,13 +89,17 @@ class ScaleWalk:
         """Whether moving to ``k`` and measuring there fits what is left of the budget."""
         return self.elapsed() + self.move_cost(k) <= self.budget_s
 
-    def affords(self, stage: str, cost_s: float) -> bool:
-        """Whether a stage estimated at ``cost_s`` fits what is left; recorded in ``stages``."""
+    def affords(self, stage: str, cost_s: float, *, checked: bool = True) -> bool:
+        """Whether a stage estimated at ``cost_s`` fits what is left; recorded in ``stages``.
+        ``checked=False``: the stage runs whether it fits or not (recorded as ran, unchecked)."""
         left = self.budget_s - self.elapsed()
-        ran = cost_s <= left
-        self.stages.append({"stage": stage, "clock_s": round(self.elapsed(), 3),
-                            "cost_s": round(cost_s, 3), "left_s": round(left, 3), "ran": ran})
-        return ran
+        fits = cost_s <= left
+        entry = {"stage": stage, "clock_s": round(self.elapsed(), 3), "cost_s": round(cost_s, 3),
+                 "left_s": round(left, 3), "ran": fits or not checked}
+        if not checked:
+            entry["checked"] = False
+        self.stages.append(entry)
+        return fits
 
     def record(self, m: ClusterMeasurement) -> None:
         """Take a measurement (made by anyone on this env) into the walk."""
@@ -182,10 +186,6 @@ class ScaleWalk:
         if self.best is not None and self.env.workers() != self.best.workers:
             k = self.best.workers
             if k > self.env.workers():
-                self.stages.append({"stage": "restart the pick's workers",
-                                    "clock_s": round(self.elapsed(), 3),
-                                    "cost_s": round(self.move_cost(k), 3),
-                                    "left_s": round(self.budget_s - self.elapsed(), 3),
-                                    "ran": True, "checked": False})
+                self.affords("restart the pick's workers", self.move_cost(k), checked=False)
             self.env.set_workers(k)
             self.spend()
