@@ -219,3 +219,12 @@ class WorkerProcesses:
             self._cpu[pid] = times.user + times.system
             extra += max(0, rss - first_rss)
         return extra, sum(self._cpu.values())
+
+
+def format_bytes(n: int) -> str:
+    """Bytes as the largest exact binary unit (``2GiB``, ``512MiB``, or plain bytes): what
+    :func:`parse_bytes` reads back to ``n``."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)

@@ -34,7 +34,9 @@ class PoolSpec:
     def __str__(self) -> str:
         count = f"{self.max_workers}x{self.cores_per_worker}"
         if self.ram_per_worker:
-            count += f":{format_size(self.ram_per_worker)}"
+            from ...resources import format_bytes
+
+            count += f":{format_bytes(self.ram_per_worker)}"
         return f"{self.address}:{count}" if self.address else f"{self.kind}:{count}"
 
     @classmethod
@@ -46,14 +48,6 @@ class PoolSpec:
     def pool_kwargs(self) -> dict:
         """What :func:`make_pool` passes on besides the kind's own arguments."""
         return {"ram_per_worker": self.ram_per_worker} if self.ram_per_worker else {}
-
-
-def format_size(n: int) -> str:
-    """Bytes as the largest exact binary unit: ``2GiB``, ``512MiB``, or plain bytes."""
-    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n % size == 0:
-            return f"{n // size}{unit}"
-    return str(n)
 
 
 def parse_pool_spec(text: str, name: str = "workers") -> PoolSpec:
