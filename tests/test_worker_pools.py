@@ -11,12 +11,12 @@ import socket
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 
 import psutil
 import pytest
 
+from benchmarks.worker_loss import read_until
 from intune_flow.errors import OptionsError, PipelineError, WorkerPoolError
 from intune_flow.scaleout.pools import (LocalProcessPool, PoolSpec, RayPool, WorkerPool,
                                         cpu_share, make_pool, parse_pool_spec)
@@ -170,34 +170,6 @@ def test_bad_sizes_are_options_errors():
     pool.stop()
 
 
-def _read_until(ds, stop_when, deadline_s, stall_s=8.0):
-    """Iterate ``ds`` in a thread until ``stop_when(seen)``, the end of the epoch, no new record
-    for ``stall_s``, or the deadline: (seen, ended). A read left blocked is abandoned (the
-    pool's stop ends it: its dispatcher goes away)."""
-    seen, state = [], {"ended": False}
-
-    def run():
-        try:
-            for x in ds.as_numpy_iterator():
-                seen.append(int(x))
-                if stop_when(seen):
-                    return
-            state["ended"] = True
-        except Exception as exc:  # noqa: BLE001 - the dispatcher stopped under it
-            state["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    deadline, last, last_t = time.monotonic() + deadline_s, -1, time.monotonic()
-    while thread.is_alive() and time.monotonic() < deadline:
-        thread.join(0.2)
-        if len(seen) != last:
-            last, last_t = len(seen), time.monotonic()
-        elif seen and time.monotonic() - last_t > stall_s:
-            break
-    return list(seen), state["ended"]
-
-
 @pytest.mark.slow
 def test_worker_killed_mid_epoch():
     """SIGKILL one of two workers mid-epoch, in each mode; assert what the service guarantees:
@@ -224,7 +196,7 @@ def test_worker_killed_mid_epoch():
                     killed["at"] = len(seen)
                 return mode == "parallel_epochs" and len(set(seen)) == n
 
-            seen, ended = _read_until(ds, stop_when, 120, stall_s=4)
+            seen, ended = read_until(ds, stop_when, 120, stall_s=4)
             assert killed and _gone([victim]) == []
             assert pool.workers == 1, mode
             if mode == "parallel_epochs":
