@@ -37,11 +37,10 @@ def _worker_pids() -> list[int]:
     return out
 
 
-def _ray_processes_left(old_dirs, timeout=20.0) -> list:
-    """Processes of a Ray this test started: children of this process naming Ray, or any
-    process naming a /tmp/ray* temp dir that did not exist before (zombies count as gone)."""
-    import re
-
+def _ray_processes_left(our_dirs, timeout=20.0) -> list:
+    """Processes of the Ray this test started: children of this process naming Ray, or any
+    process naming one of ``our_dirs``, the temp dirs its pool made (another Ray on the same
+    machine names others; zombies count as gone)."""
     deadline = time.monotonic() + timeout
     while True:
         mine = {c.pid for c in psutil.Process().children(recursive=True)}
@@ -49,9 +48,9 @@ def _ray_processes_left(old_dirs, timeout=20.0) -> list:
         for proc in psutil.process_iter():
             try:
                 cmd = " ".join(proc.cmdline())
-                new_dir = any(d not in old_dirs for d in re.findall(r"/tmp/ray[^/\s]*", cmd))
+                ours = any(d in cmd for d in our_dirs)
                 if proc.status() != psutil.STATUS_ZOMBIE and (
-                        new_dir or (proc.pid in mine and "ray" in cmd)):
+                        ours or (proc.pid in mine and "ray" in cmd)):
                     left.append(cmd[:120])
             except psutil.Error:
                 pass
@@ -289,11 +288,20 @@ def test_the_per_worker_search_runs_inside_the_ram_per_worker():
 
 @pytest.mark.slow
 @pytest.mark.flow(minutes=1.5)      # a local Ray's start and a 45 s budget: scheduled first
-def test_tune_on_a_local_ray_measures_a_ray_worker_and_leaves_no_ray_process(tmp_path):
-    import glob
+def test_tune_on_a_local_ray_measures_a_ray_worker_and_leaves_no_ray_process(tmp_path,
+                                                                            monkeypatch):
+    import tempfile
 
     ray = pytest.importorskip("ray")
-    ray_dirs = set(glob.glob("/tmp/ray*"))
+    ray_dirs, mkdtemp = [], tempfile.mkdtemp
+
+    def recording_mkdtemp(*args, **kwargs):   # the real one; notes the pool's Ray temp dir
+        path = mkdtemp(*args, **kwargs)
+        if kwargs.get("prefix") == "ray":
+            ray_dirs.append(path)
+        return path
+
+    monkeypatch.setattr(tempfile, "mkdtemp", recording_mkdtemp)
     # 45 s: the trainer's tuning, then a Ray worker's start (the pool's 15 s prior), fit
     r = intune_flow.tune(HASH, workers="ray:1x1", budget_s=45, cache=str(tmp_path),
                          progress=False, seed=0)
@@ -305,8 +313,9 @@ def test_tune_on_a_local_ray_measures_a_ray_worker_and_leaves_no_ray_process(tmp
     assert all(m["status"] == "ok" for m in r.cluster_history)
     assert r.history and any(s[1] > s[0] for s in r.worker_startups)
     assert not ray.is_initialized()
+    assert ray_dirs                                    # the pool started a Ray of its own
     assert _ray_processes_left(ray_dirs) == []         # no actor, raylet or GCS process
-    assert set(glob.glob("/tmp/ray*")) <= ray_dirs     # the pool's temp dir is gone
+    assert not any(os.path.exists(d) for d in ray_dirs)   # the pool's temp dir is gone
 
 
 @pytest.mark.slow
