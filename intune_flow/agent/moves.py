@@ -5,7 +5,9 @@ obvious, so the policy spends its measurements on what they do not:
 
 * :func:`bottleneck_action`: raise the most saturated stage before asking the policy;
 * :func:`smart_start`: whole-allocation jumps, by signals (:func:`rebalanced`) or, without
-  them, by scaling every stage together (:func:`scaled`);
+  them, by scaling every stage together (:func:`scaled`); both deepen one-element buffers
+  (:func:`buffered`); after scaling, a pool grown far past the cores of a busy CPU is cut
+  back once (:func:`pool_trimmed`);
 * :func:`recover`: the memory guard for a start that does not run;
 * :func:`rescaled`: a config carried to a machine with another core count;
 * :func:`hybrid_autotune`: a static config with its parallelism handed to the framework's
@@ -29,6 +31,16 @@ SATURATED = 0.9
 MAX_GROWTH = 16
 SCALE_FACTOR = 4
 SCALE_ROUNDS = 4
+BUSY_CPU = 0.8
+POOL_PER_CORE = 1.5
+"""After scaling out, a thread pool over twice the cores on a busy CPU (``cpu_util`` at or
+above ``BUSY_CPU``) is tried at ``POOL_PER_CORE`` threads per core: the scaling grew it with
+the stages, and on a CPU-bound pipeline threads beyond the cores only take turns."""
+BUFFER_FLOOR = 2
+"""The smart start's jumps raise a buffer shallower than this to it: with room for one
+element the producer waits while the consumer holds it, so the stages barely overlap
+(2 is DataLoader's default ``prefetch_factor``). Only memory bounds it: the RAM guard
+abandons a jump that does not fit."""
 
 
 def rebalanced(space: KnobSpace, m: Measurement) -> dict | None:
@@ -73,7 +85,7 @@ def rebalanced(space: KnobSpace, m: Measurement) -> dict | None:
         for k in par:
             if k.kind == "threads":
                 cfg[k.name] = max(cfg[k.name], _snap_up(k, busy))
-    return cfg if cfg != m.config else None
+    return buffered(space, cfg) if cfg != m.config else None
 
 
 def cpu_headroom(cpu_util: float) -> float:
@@ -112,7 +124,17 @@ def scaled(space: KnobSpace, config: dict, factor: float) -> dict | None:
             cfg[k.name] = max(cfg[k.name], v)
         else:
             cfg[k.name] = min(_snap_up(k, want), v)
+    if factor > 1:
+        cfg = buffered(space, cfg)
     return cfg if cfg != config else None
+
+
+def buffered(space: KnobSpace, config: dict) -> dict:
+    """``config`` with every buffer knob below :data:`BUFFER_FLOOR` raised to it (the grid
+    value at or above it, within the knob's bounds); AUTOTUNE values are left as they are."""
+    return {k.name: _snap_up(k, BUFFER_FLOOR)
+            if k.kind == "buffer" and 0 <= config[k.name] < BUFFER_FLOOR else config[k.name]
+            for k in space}
 
 
 def rescaled(space: KnobSpace, config: dict, ratio: float) -> dict:
@@ -201,8 +223,9 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
     """Smart start without per-stage signals: scale every stage together while it pays.
 
     Parallelism and pool sizes go up by ``factor`` per round; when a round does
-    not improve, one half-size step (``sqrt(factor)``) is tried from the best.
-    If the very first rounds fail (the start is already over-provisioned), the
+    not improve, the pool is cut back to the cores if the CPU is busy
+    (:func:`trim_pool`) and one half-size step (``sqrt(factor)``) is tried from the
+    best. If the very first rounds fail (the start is already over-provisioned), the
     stages are scaled down instead. Each jump is one measurement; an OOM is
     abandoned like any other.
     """
@@ -212,11 +235,12 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
     for i in range(rounds):
         cfg = scaled(walk.space, walk.best.config, factor)
         if cfg is None:
-            return
+            break
         before = walk.best
         walk.jump(cfg, measure)
         if walk.best is not before:
             continue
+        trim_pool(walk, measure)
         cfg = scaled(walk.space, walk.best.config, half)
         if cfg is not None:
             walk.jump(cfg, measure)
@@ -225,6 +249,27 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
             if cfg is not None:
                 walk.jump(cfg, measure)
         return
+    trim_pool(walk, measure)
+
+
+def pool_trimmed(space: KnobSpace, m: Measurement, cores: float) -> dict | None:
+    """``m``'s config with every thread pool above twice ``cores`` cut to ``POOL_PER_CORE``
+    threads per core (the grid value at or above), when ``m`` kept the CPU busy; None when
+    nothing is cut."""
+    if not m.ok or m.cpu_util < BUSY_CPU:
+        return None
+    cfg = dict(m.config)
+    for k in space:
+        if k.kind == "threads" and cfg[k.name] > 2 * cores:
+            cfg[k.name] = max(k.min, _snap_up(k, POOL_PER_CORE * cores))
+    return cfg if cfg != m.config else None
+
+
+def trim_pool(walk, measure) -> None:
+    """One jump to the best config with its pool cut to the cores (:func:`pool_trimmed`)."""
+    cfg = pool_trimmed(walk.space, walk.best, walk.cpu_budget)
+    if cfg is not None:
+        walk.jump(cfg, measure)
 
 
 def halved(space: KnobSpace, config: dict) -> dict:

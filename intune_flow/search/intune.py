@@ -11,7 +11,9 @@ from .tracker import BudgetSpent, Tracker
 # When to stop: in the simulator, gains still come 10-20 measurements after the last one
 # (benchmarks/README.md, "When the agent stops"); waiting for 20 keeps most of them.
 PATIENCE = 30           # measurements without improvement before the walk counts as converged
-CONFIRM = 3             # best candidates re-measured once at the end (noisy winners)
+CONFIRM = 3             # at most this many best candidates re-measured once at the end
+CONFIRM_SHARE = 0.2     # ... about this share of the measurements the budget holds, at least 2
+CONFIRM_ROUNDS = 3      # up to this many re-measures each, when the walk converged early
 STOP_AFTER = 20         # the agent's stop action counts only after this many without improvement
 FINETUNE = dict(lr=1e-4, batch_size=16, buffer_size=4096, eps_start=0.0, eps_end=0.0, gamma=0.0)
 """DQN settings for online fine-tuning: gentle, small batches, no exploration, one-step
@@ -68,45 +70,80 @@ def _intune(tr: Tracker, env, rng, *, policy_state, seed, continuous, learn,
     walk = Walk(env.space, tr.start, cpu_budget=env.cpu_budget, ram_budget=env.ram_budget,
                 plateau=_plateau(tr.start), accept=_plateau(tr.start) / 2)
     cores = env.cpu_budget
+    # The last few measurements go to a second look at the best candidates and, where the
+    # framework has its own tuner, to one hybrid config: neither the warm-up nor the walk
+    # may spend them.
+    hybrid = _hybrid(env) if variant != "bare" else 0
+    confirm = _confirm_count(tr)
+    reserve = None if continuous else confirm + hybrid
     try:
-        _warm_up(tr, env, walk, heuristics=variant != "bare")
-        while True:
+        try:
+            _warm_up(tr, env, walk, heuristics=variant != "bare", reserve=reserve)
+        except _Reserved:
+            end = "budget"
+        else:
+            end = None
+        while end is None:
             if env.cpu_budget != cores:
                 cores = _reallocate(tr, env, walk, cores)
             obs, mask = _observe(tr, walk, allow_stop=walk.since_improvement >= STOP_AFTER)
-            # Keep the last few measurements for a second look at the best candidates (and,
-            # where the framework has its own tuner, one for the hybrid config).
-            hybrid = _hybrid(env) if variant != "bare" else 0
-            ending = not continuous and tr.measurements_left() <= CONFIRM + 0.5 + hybrid
+            ending = _reached(tr, reserve)
             action, end = _act(agent, walk, obs, mask, ending=ending, variant=variant, rng=rng)
+            if end is not None and continuous:
+                _watch(tr, walk)
+                end = None
+                continue
             if end is not None:
-                if continuous:
-                    _watch(tr, walk)
-                    continue
-                tr.stop(end)
-                if variant != "bare":
-                    _measure_hybrid(tr, env, walk)
-                _confirm(tr)
                 break
             reward, _, m = walk.step(action, tr.measure)
             if learn and m is not None:
                 agent.remember(obs, action, reward, *_observe(tr, walk), False)
                 agent.learn(1)
+        tr.stop(end)
+        if hybrid:
+            _measure_hybrid(tr, env, walk)
+        _confirm(tr, confirm)
     except BudgetSpent:
         pass
     tr.note("final_cores", cores)
     return agent.state() if learn else policy_state
 
 
-def _warm_up(tr: Tracker, env, walk: Walk, heuristics: bool = True) -> None:
-    """Before the policy's moves: the memory guard, the smart start, the AUTOTUNE floor
-    (the memory guard only without ``heuristics``)."""
+class _Reserved(Exception):
+    """The warm-up reached the measurements kept for the end of the search."""
+
+
+def _confirm_count(tr: Tracker) -> int:
+    """How many best candidates the end of the search re-measures: ``CONFIRM_SHARE`` of the
+    measurements the budget holds (judged by the start's cost), from 2 to ``CONFIRM``."""
+    total = tr.measurements_left()
+    if total == float("inf"):
+        return CONFIRM
+    return int(min(CONFIRM, max(2, round(CONFIRM_SHARE * total))))
+
+
+def _reached(tr: Tracker, reserve: float | None) -> bool:
+    """Whether one more measurement would leave fewer than ``reserve`` for the end."""
+    return reserve is not None and tr.measurements_left() < reserve + 1
+
+
+def _warm_up(tr: Tracker, env, walk: Walk, heuristics: bool = True,
+             reserve: float | None = None) -> None:
+    """Before the policy's moves: the memory guard, the AUTOTUNE floor, the smart start
+    (the memory guard only without ``heuristics``). The smart start's jumps stop at the
+    ``reserve`` measurements kept for the end (raising :class:`_Reserved`)."""
     if not walk.current.ok:
         recover(walk, tr.measure, max_steps=10**9)
     if not heuristics:
         return
-    smart_start(walk, tr.measure)
     _measure_native_autotune(tr, env)
+
+    def measure(config):
+        if _reached(tr, reserve):
+            raise _Reserved()
+        return tr.measure(config)
+
+    smart_start(walk, measure)
 
 
 def _observe(tr: Tracker, walk: Walk, allow_stop: bool = True):
@@ -194,31 +231,46 @@ def _plateau(start) -> float:
     return float(min(0.08, max(0.02, start.spread / 2))) if start.ok else 0.02
 
 
-def _confirm(tr: Tracker) -> None:
-    """Re-measure the best few configs once and keep the one with the best mean.
+def _confirm(tr: Tracker, count: int = CONFIRM) -> None:
+    """Re-measure the best ``count`` configs, in a row, and keep the one with the best mean.
 
-    A single noisy window can crown a config that is not the best; with budget
-    left after convergence, a second look at the top candidates fixes most of it.
-    The chosen config's best window becomes ``tr.best`` (the start's own measurement
-    when the start wins) and its mean over all its looks is noted as ``best_mean``
-    (over ``best_looks`` windows). Nothing changes when the winner's mean is below
-    the start's throughput.
+    A single noisy window can crown a config that is not the best; a second look at the
+    top candidates, taken close together in time, fixes most of it. A walk that converged
+    with budget to spare gives them up to ``CONFIRM_ROUNDS`` looks each, round by round;
+    one whose second look fails is out. The chosen config's best
+    window becomes ``tr.best`` (the start's own measurement when the start wins) and its
+    mean over all its looks is noted as ``best_mean`` (over ``best_looks`` windows).
+    Nothing changes when no candidate got a second look, or when the winner's mean is
+    below the start's throughput. (When the budget ends mid-round, a candidate's single
+    window still counts: the second look that dropped the top one is what says it was
+    lucky.)
     """
     seen: dict[tuple, list] = {}
     for m in tr.history[tr.rebased_at:]:
         if m.ok:
             seen.setdefault(config_key(m.config), []).append(m)
-    top = sorted(seen.values(), key=lambda ms: -max(x.throughput for x in ms))[:CONFIRM]
+    top = sorted(seen.values(), key=lambda ms: -max(x.throughput for x in ms))[:count]
     if len(top) < 2:
         return
+    rounds = int(min(CONFIRM_ROUNDS, max(1, tr.measurements_left() // len(top))))
+    looked, failed = set(), set()
     try:
-        for ms in top:
-            again = tr.measure(ms[0].config)
-            if again.ok:
-                ms.append(again)
+        for _ in range(rounds):
+            for i, ms in enumerate(top):
+                if i in failed:
+                    continue
+                again = tr.measure(ms[0].config)
+                if again.ok:
+                    ms.append(again)
+                    looked.add(i)
+                else:
+                    failed.add(i)
     except BudgetSpent:
         pass
-    mean, ms = max(((sum(x.throughput for x in ms) / len(ms), ms) for ms in top),
+    compared = [ms for i, ms in enumerate(top) if i not in failed]
+    if not looked or not compared:
+        return
+    mean, ms = max(((sum(x.throughput for x in ms) / len(ms), ms) for ms in compared),
                    key=lambda t: t[0])
     start = tr.start
     if config_key(ms[0].config) == config_key(start.config):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from intune_flow.agent.moves import SCALE_FACTOR, scaled
+from intune_flow.agent.moves import BUFFER_FLOOR, SCALE_FACTOR, buffered, scaled
 from intune_flow.knobs import AUTOTUNE, Knob, KnobSpace
 from intune_flow.search import run_search
 from intune_flow.sim import SimEnv, oracle, sample_pipeline
@@ -11,18 +11,29 @@ SPACE = KnobSpace((Knob("read", "parallelism", 1, 64, 1), Knob("map", "paralleli
                    Knob("prefetch", "buffer", 1, 64, 1), Knob("pool", "threads", 1, 24, 1)))
 
 
-def test_scaled_moves_every_stage_together_and_leaves_buffers():
+def test_scaled_moves_every_stage_together_and_deepens_only_one_element_buffers():
     ones = SPACE.ones()
     up = scaled(SPACE, ones, 4)
-    assert up == {"read": 4, "map": 4, "prefetch": 1, "pool": 4}
-    assert scaled(SPACE, up, 4) == {"read": 16, "map": 16, "prefetch": 1, "pool": 16}
+    assert up == {"read": 4, "map": 4, "prefetch": BUFFER_FLOOR, "pool": 4}
+    assert scaled(SPACE, up, 4) == {"read": 16, "map": 16, "prefetch": BUFFER_FLOOR, "pool": 16}
     # Snapped to the grid, clamped to each knob's max; a knob already there stays.
     assert scaled(SPACE, {"read": 16, "map": 3, "prefetch": 8, "pool": 16}, 4) == \
         {"read": 64, "map": 12, "prefetch": 8, "pool": 24}
-    assert scaled(SPACE, {"read": 64, "map": 64, "prefetch": 1, "pool": 24}, 4) is None
-    assert scaled(SPACE, {"read": 16, "map": 1, "prefetch": 4, "pool": 8}, 0.5) == \
-        {"read": 8, "map": 1, "prefetch": 4, "pool": 4}
+    assert scaled(SPACE, {"read": 64, "map": 64, "prefetch": 2, "pool": 24}, 4) is None
+    # With every stage at its max, the one-element buffer alone still deepens.
+    assert scaled(SPACE, {"read": 64, "map": 64, "prefetch": 1, "pool": 24}, 4) == \
+        {"read": 64, "map": 64, "prefetch": BUFFER_FLOOR, "pool": 24}
+    # Scaling down leaves buffers as they are.
+    assert scaled(SPACE, {"read": 16, "map": 1, "prefetch": 1, "pool": 8}, 0.5) == \
+        {"read": 8, "map": 1, "prefetch": 1, "pool": 4}
     assert scaled(SPACE, ones, 0.5) is None
+
+
+def test_buffered_raises_shallow_buffers_within_bounds_and_keeps_autotune():
+    space = KnobSpace((Knob("map", "parallelism", 1, 8, 1), Knob("a", "buffer", 1, 64, 1),
+                       Knob("b", "buffer", 0, 1, 0), Knob("c", "buffer", 1, 64, 1)))
+    cfg = {"map": 1, "a": 1, "b": 0, "c": AUTOTUNE}
+    assert buffered(space, cfg) == {"map": 1, "a": BUFFER_FLOOR, "b": 1, "c": AUTOTUNE}
 
 
 def _starved_pipeline(cores=32):
@@ -120,3 +131,84 @@ def test_with_exact_signals_the_agent_nearly_reaches_the_oracle_in_the_simulator
         out = run_search(env, "intune", budget_s=1e9, max_steps=40, seed=0, progress=False)
         ratios.append(env.true_throughput(out.best.config) / oracle(SimEnv(env.pipeline, seed=0))[1])
     assert sorted(ratios)[len(ratios) // 2] >= 0.9
+
+
+class ScriptedEnv:
+    """Each config's windows come from a script, one per look (then its last value again);
+    a negative value is an OOM. No native AUTOTUNE, a clock that never moves."""
+
+    native_autotune = False
+
+    def __init__(self, looks: dict):
+        self.space = KnobSpace((Knob("map", "parallelism", 1, 8, 1),))
+        self.cpu_budget, self.ram_budget = 8, 1 << 40
+        self.looks = {k: list(v) for k, v in looks.items()}
+        self.order = []
+
+    def clock(self):
+        return 0.0
+
+    def measure(self, config):
+        from intune_flow.measurement import STATUS_OOM, Measurement
+        script = self.looks[config["map"]]
+        x = script.pop(0) if len(script) > 1 else script[0]
+        self.order.append(config["map"])
+        if x < 0:
+            return Measurement(config=dict(config), status=STATUS_OOM)
+        return Measurement(config=dict(config), throughput=float(x), seconds=1.0)
+
+
+def _race(looks, steps, count=3):
+    """Measure configs 1..n once (1 is the start), then race the best ``count`` within
+    ``steps`` measurements in all."""
+    from intune_flow.search.intune import _confirm
+    from intune_flow.search.tracker import Tracker
+    env = ScriptedEnv(looks)
+    tr = Tracker(env, "intune", budget_s=1e9, max_steps=steps, progress=lambda ev: None)
+    tr.measure({"map": 1}, start=True)
+    for c in sorted(looks)[1:]:
+        tr.measure({"map": c})
+    env.order.clear()
+    _confirm(tr, count)
+    return tr, env
+
+
+def test_the_race_keeps_the_candidate_with_the_best_mean_of_its_looks():
+    # 2's first window was lucky: its second look says so, before the budget ends.
+    looks = {1: [10], 2: [100, 60], 3: [95, 94], 4: [90, 89]}
+    tr, env = _race(looks, steps=4)
+    assert env.order == [2]
+    assert tr.best.config == {"map": 3}       # 95 in one window beats 100 and 60
+    tr, env = _race(looks, steps=5)
+    assert env.order == [2, 3]
+    assert tr.best.config == {"map": 3} and tr.outcome().extra["best_looks"] == 2
+    # No second look at all: nothing to go on, the best window stays.
+    tr, env = _race(looks, steps=3)
+    assert env.order == [] and tr.best.config == {"map": 2}
+
+
+def test_a_walk_that_converged_early_races_its_candidates_round_by_round():
+    looks = {1: [10], 2: [100, 60, 60, 60], 3: [95, 94, 94, 94], 4: [90, 89, 89, 89]}
+    tr, env = _race(looks, steps=100)
+    assert env.order == [2, 3, 4] * 3
+    extra = tr.outcome().extra
+    assert tr.best.config == {"map": 3} and extra["best_looks"] == 4
+    assert extra["best_mean"] == pytest.approx((95 + 3 * 94) / 4)
+
+
+def test_a_candidate_whose_second_look_fails_is_out_of_the_race():
+    looks = {1: [10], 2: [100, -1], 3: [80, 80]}
+    tr, env = _race(looks, steps=100, count=2)
+    assert tr.best.config == {"map": 3}
+    assert env.order.count(2) == 1            # not measured again after failing
+
+
+def test_a_pool_grown_far_past_the_cores_of_a_busy_cpu_is_cut_back_once():
+    from intune_flow.agent.moves import POOL_PER_CORE, pool_trimmed
+    from intune_flow.measurement import Measurement
+    cfg = {"read": 16, "map": 16, "prefetch": 2, "pool": 24}
+    busy = Measurement(config=cfg, throughput=1.0, cpu_util=0.92)
+    assert pool_trimmed(SPACE, busy, cores=2) == {**cfg, "pool": 3} and POOL_PER_CORE * 2 == 3
+    # An idle CPU (threads waiting on I/O) keeps its pool; so does one within 2x the cores.
+    assert pool_trimmed(SPACE, Measurement(config=cfg, throughput=1.0, cpu_util=0.3), 2) is None
+    assert pool_trimmed(SPACE, busy, cores=12) is None
