@@ -279,7 +279,9 @@ def test_the_shipped_policy_chooses_better_moves_than_a_uniform_choice():
     from intune_flow.sim import SimEnv, sample_pipeline
     agent = DQNAgent(state=load_default_policy(), seed=0)
     chosen, uniform = [], []
-    for i in range(12):
+    # 40 pipelines (about 280 states): on 12, two policies pretrained alike ranked apart by
+    # less than this margin, which is a sample's noise, not a policy's worth.
+    for i in range(40):
         env = SimEnv(sample_pipeline("test", 100 + i, cores=(8, 32, 64)[i % 3]), seed=i)
         walk = Walk(env.space, env.measure(env.space.concretize(env.space.defaults(),
                                                                 env.cpu_budget)),
@@ -296,5 +298,5 @@ def test_the_shipped_policy_chooses_better_moves_than_a_uniform_choice():
                 chosen.append(y[action])
                 uniform.append(y[:-1][mask[:-1]].mean())
             walk.step(action, env.measure)
-    assert len(chosen) >= 30
+    assert len(chosen) >= 100
     assert np.mean(chosen) > np.mean(uniform) + 0.01
