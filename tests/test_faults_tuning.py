@@ -110,4 +110,8 @@ def test_leaking_pipeline_never_passes_the_ram_budget_plus_margin(tmp_path):
     assert result.history, "the start config must have been measured"
     assert all(m.peak_rss <= budget * (1 + RSS_MARGIN) for m in result.history)
     assert any(m.status == "oom" for m in result.history)
-    assert result.source == "fallback" and "ram" in (result.reason or "").lower()
+    ran = [m for m in result.history if m.ok]
+    if not ran:     # the usual case: every probe leaked past the budget
+        assert result.source == "fallback" and "ram" in (result.reason or "").lower()
+    else:           # a probe slowed down enough (a loaded machine) to end its window in budget
+        assert result.source == "tuned" and result.config in [m.config for m in ran]

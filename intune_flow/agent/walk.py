@@ -155,9 +155,10 @@ class Walk:
     def jump(self, config: dict, measure) -> Measurement | None:
         """Measure a whole new config (not a single-knob move); it becomes the best if better.
 
-        None, measuring nothing, when the config was visited already.
+        None, measuring nothing, when the config was visited already or holds at least as
+        much of every knob as one that ran out of memory (:meth:`outgrows_oom`).
         """
-        if config_key(config) in self.visited:
+        if config_key(config) in self.visited or self.outgrows_oom(config):
             return None
         m = measure(config)
         self.steps += 1
@@ -167,6 +168,17 @@ class Walk:
             self.best = self.current = m
             self.since_improvement = 0
         return m
+
+    def outgrows_oom(self, config: dict) -> bool:
+        """Whether ``config`` is at least every knob of a visited config that ran out of
+        memory: more calls, threads and buffered elements never hold less memory, so the
+        memory guard's failures say in advance that the smart start's jumps there fail too
+        (AUTOTUNE values compare as unknown, never as larger)."""
+        for m in self.visited.values():
+            if m.status == STATUS_OOM and all(
+                    config.get(k, -1) >= v >= 0 for k, v in m.config.items()):
+                return True
+        return False
 
     def restart(self, measurement: Measurement, *, cpu_budget: float | None = None,
                 forget: bool = False) -> None:

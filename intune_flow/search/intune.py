@@ -71,14 +71,16 @@ def _intune(tr: Tracker, env, rng, *, policy_state, seed, continuous, learn,
                 plateau=_plateau(tr.start), accept=_plateau(tr.start) / 2)
     cores = env.cpu_budget
     # The last few measurements go to a second look at the best candidates and, where the
-    # framework has its own tuner, to one hybrid config: neither the warm-up nor the walk
-    # may spend them.
+    # framework has its own tuner, to one hybrid config: the walk may not spend them, nor
+    # the warm-up when the budget holds twice as many (a shorter one goes to the search).
     hybrid = _hybrid(env) if variant != "bare" else 0
     confirm = _confirm_count(tr)
     reserve = None if continuous else confirm + hybrid
+    held = reserve is not None and tr.measurements_left() >= 2 * reserve
     try:
         try:
-            _warm_up(tr, env, walk, heuristics=variant != "bare", reserve=reserve)
+            _warm_up(tr, env, walk, heuristics=variant != "bare",
+                     reserve=reserve if held else None)
         except _Reserved:
             end = "budget"
         else:
