@@ -261,7 +261,7 @@ def pool_trimmed(space: KnobSpace, m: Measurement, cores: float) -> dict | None:
     cfg = dict(m.config)
     for k in space:
         if k.kind == "threads" and cfg[k.name] > 2 * cores:
-            cfg[k.name] = max(k.min, _snap_up(k, POOL_PER_CORE * cores))
+            cfg[k.name] = _snap_up(k, POOL_PER_CORE * cores)
     return cfg if cfg != m.config else None
 
 

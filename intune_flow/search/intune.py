@@ -77,26 +77,25 @@ def _intune(tr: Tracker, env, rng, *, policy_state, seed, continuous, learn,
     confirm = _confirm_count(tr)
     reserve = None if continuous else confirm + hybrid
     held = reserve is not None and tr.measurements_left() >= 2 * reserve
+    end = None
     try:
         try:
             _warm_up(tr, env, walk, heuristics=variant != "bare",
                      reserve=reserve if held else None)
         except _Reserved:
             end = "budget"
-        else:
-            end = None
         while end is None:
             if env.cpu_budget != cores:
                 cores = _reallocate(tr, env, walk, cores)
             obs, mask = _observe(tr, walk, allow_stop=walk.since_improvement >= STOP_AFTER)
             ending = _reached(tr, reserve)
             action, end = _act(agent, walk, obs, mask, ending=ending, variant=variant, rng=rng)
-            if end is not None and continuous:
+            if end is not None:
+                if not continuous:
+                    break
                 _watch(tr, walk)
                 end = None
                 continue
-            if end is not None:
-                break
             reward, _, m = walk.step(action, tr.measure)
             if learn and m is not None:
                 agent.remember(obs, action, reward, *_observe(tr, walk), False)

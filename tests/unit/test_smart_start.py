@@ -207,20 +207,20 @@ def test_a_pool_grown_far_past_the_cores_of_a_busy_cpu_is_cut_back_once():
     from intune_flow.agent.moves import POOL_PER_CORE, pool_trimmed
     from intune_flow.measurement import Measurement
     cfg = {"read": 16, "map": 16, "prefetch": 2, "pool": 24}
-    busy = Measurement(config=cfg, throughput=1.0, cpu_util=0.92)
+    busy = Measurement(config=cfg, cpu_util=0.92)
     assert pool_trimmed(SPACE, busy, cores=2) == {**cfg, "pool": 3} and POOL_PER_CORE * 2 == 3
     # An idle CPU (threads waiting on I/O) keeps its pool; so does one within 2x the cores.
-    assert pool_trimmed(SPACE, Measurement(config=cfg, throughput=1.0, cpu_util=0.3), 2) is None
+    assert pool_trimmed(SPACE, Measurement(config=cfg, cpu_util=0.3), 2) is None
     assert pool_trimmed(SPACE, busy, cores=12) is None
 
 
 def test_a_jump_at_least_as_big_as_a_config_that_ran_out_of_memory_is_not_measured():
-    from intune_flow.agent.walk import Walk
+    from intune_flow.agent.walk import Walk, config_key
     from intune_flow.measurement import STATUS_OOM, Measurement
     oom = Measurement(config={"read": 16, "map": 16, "prefetch": 1, "pool": 16}, status=STATUS_OOM)
     walk = Walk(SPACE, Measurement(config=SPACE.ones(), throughput=1.0), cpu_budget=8,
                 ram_budget=1 << 30)
-    walk.visited[(("oom",),)] = oom
+    walk.visited[config_key(oom.config)] = oom     # as the memory guard records it
     measured = []
 
     def measure(cfg):
