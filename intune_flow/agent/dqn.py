@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from .network import NEG, QNet
-from .observation import GLOBAL_FEATURES, KNOB_FEATURES
+from .observation import GLOBAL_FEATURES, KNOB_FEATURES, MOVES
 
 STOP = -1
 
@@ -108,11 +108,11 @@ class ReplayBuffer(PaddedRing):
         super().__init__(capacity, k_pad, rng)
         c = capacity
         self.knob = np.zeros(c, np.int64)
-        self.dir = np.zeros(c, np.int64)    # 0 up, 1 down, 2 stop
+        self.dir = np.zeros(c, np.int64)    # the move's index in MOVES; len(MOVES): stop
         self.r = np.zeros(c, np.float32)
         self.kf2 = np.zeros_like(self.kf)
         self.g2 = np.zeros_like(self.g)
-        self.m2 = np.zeros((c, 2 * k_pad + 1), bool)
+        self.m2 = np.zeros((c, len(MOVES) * k_pad + 1), bool)
         self.done = np.zeros(c, np.float32)
 
     def add(self, obs, action: int, reward: float, next_obs, next_mask, done: bool) -> None:
@@ -121,23 +121,25 @@ class ReplayBuffer(PaddedRing):
             return
         k = int(self.n[i])
         kf2, g2 = next_obs
-        if action == STOP or action == 2 * k:
-            self.knob[i], self.dir[i] = 0, 2
+        n = len(MOVES)
+        if action == STOP or action == n * k:
+            self.knob[i], self.dir[i] = 0, n
         else:
-            self.knob[i], self.dir[i] = action // 2, action % 2
+            self.knob[i], self.dir[i] = divmod(action, n)
         self.r[i] = reward
         self.kf2[i] = 0
         self.kf2[i, :k] = kf2
         self.g2[i] = g2
         self.m2[i] = False
-        self.m2[i, :2 * k] = next_mask[:-1]
+        self.m2[i, :n * k] = next_mask[:-1]
         self.m2[i, -1] = next_mask[-1]
         self.done[i] = float(done)
         self._advance()
 
     def sample(self, n: int):
         idx, present = self._draw(n)
-        act = np.where(self.dir[idx] == 2, 2 * self.k_pad, 2 * self.knob[idx] + self.dir[idx])
+        n = len(MOVES)
+        act = np.where(self.dir[idx] == n, n * self.k_pad, n * self.knob[idx] + self.dir[idx])
         t = torch.from_numpy
         return (t(self.kf[idx]), t(self.g[idx]), t(present), t(act), t(self.r[idx]),
                 t(self.kf2[idx]), t(self.g2[idx]), t(self.m2[idx]), t(self.done[idx]))
@@ -177,7 +179,7 @@ class DQNAgent:
             return self.q(torch.from_numpy(kf)[None], torch.from_numpy(g)[None])[0].numpy()
 
     def act(self, obs, mask: np.ndarray, explore: bool = False, epsilon: float = 0.0) -> int:
-        """Index of the chosen action among the valid ones in ``mask`` (2K means stop)."""
+        """Index of the chosen action among the valid ones in ``mask`` (the last means stop)."""
         valid = np.flatnonzero(mask)
         if len(valid) == 0:
             return len(mask) - 1

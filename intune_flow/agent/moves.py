@@ -15,7 +15,8 @@ obvious, so the policy spends its measurements on what they do not:
 
 Functions that measure take the :class:`~intune_flow.agent.walk.Walk` and a
 ``measure(config) -> Measurement`` and move the walk through :meth:`Walk.jump`
-and :meth:`Walk.restart` only.
+and :meth:`Walk.restart` only. A knob the walk has handed to AUTOTUNE stays there:
+the jumps, scalings and halvings move static values only.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import math
 
 from ..knobs import AUTOTUNE, THREAD_KINDS, KnobSpace
 from ..measurement import Measurement
+from .observation import action_index
 
 REBALANCE_ROUNDS = 3
 HEADROOM = 1.5
@@ -57,7 +59,8 @@ def rebalanced(space: KnobSpace, m: Measurement) -> dict | None:
     measurement noise.
     """
     sig = m.stage_signals or {}
-    par = [k for k in space if k.kind in THREAD_KINDS and k.name in sig]
+    par = [k for k in space if k.kind in THREAD_KINDS and k.name in sig
+           and m.config[k.name] != AUTOTUNE]
     if not par:
         return None
     headroom = cpu_headroom(m.cpu_util)
@@ -115,7 +118,7 @@ def scaled(space: KnobSpace, config: dict, factor: float) -> dict | None:
     """
     cfg = dict(config)
     for k in space:
-        if k.kind not in THREAD_KINDS:
+        if k.kind not in THREAD_KINDS or config[k.name] == AUTOTUNE:
             continue
         v = config[k.name]
         want = v * factor
@@ -141,7 +144,7 @@ def rescaled(space: KnobSpace, config: dict, ratio: float) -> dict:
     """Parallelism and pool scaled by the change in cores, snapped to each knob's nearest value."""
     out = dict(config)
     for k in space:
-        if k.kind in THREAD_KINDS:
+        if k.kind in THREAD_KINDS and config[k.name] != AUTOTUNE:
             want = config[k.name] * ratio
             out[k.name] = min(k.grid(), key=lambda g: abs(g - want))
     return out
@@ -163,16 +166,17 @@ def bottleneck_action(space: KnobSpace, m: Measurement, mask) -> int | None:
     """The up-move of ``m``'s most saturated stage (or pool) if ``mask`` leaves it open.
 
     The one move per-stage signals make obvious, taken before asking the policy;
-    buffers have no signal and never count. Action indices are the walk's
-    (``2 * knob index`` raises a knob).
+    buffers have no signal and never count, nor does a knob at AUTOTUNE (``mask`` closes
+    its up-move). Action indices are the walk's (:func:`~.observation.action_index`).
     """
     sig = m.stage_signals or {}
     best = None
     for i, k in enumerate(space):
         u = sig.get(k.name)
+        up = action_index(i, 1)
         if (k.kind in THREAD_KINDS and u is not None and u >= SATURATED
-                and mask[2 * i] and (best is None or u > best[0])):
-            best = (u, 2 * i)
+                and mask[up] and (best is None or u > best[0])):
+            best = (u, up)
     return None if best is None else best[1]
 
 
@@ -273,9 +277,9 @@ def trim_pool(walk, measure) -> None:
 
 
 def halved(space: KnobSpace, config: dict) -> dict:
-    """Every knob at the grid value at or below half of it (at least its minimum)."""
-    return {k.name: max((g for g in k.grid() if g <= max(k.min, config[k.name] // 2)),
-                        default=k.min)
+    """Every static knob at the grid value at or below half of it (at least its minimum)."""
+    return {k.name: config[k.name] if config[k.name] == AUTOTUNE else
+            max((g for g in k.grid() if g <= max(k.min, config[k.name] // 2)), default=k.min)
             for k in space}
 
 

@@ -1,7 +1,8 @@
 """The Q-network: one shared per-knob head, so any number of knobs works with the same weights.
 
 Each knob's features are concatenated with the global features and passed through
-the same MLP, giving Q(up) and Q(down) for that knob; a stop head reads the mean-
+the same MLP, giving Q of each of the knob's moves (up, down, AUTOTUNE:
+:data:`~.observation.MOVES`); a stop head reads the mean-
 and max-pooled knob embeddings plus the global features.
 """
 
@@ -10,33 +11,33 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .observation import GLOBAL_FEATURES, KNOB_FEATURES
+from .observation import GLOBAL_FEATURES, KNOB_FEATURES, MOVES
 
 HIDDEN = 64
 NEG = -1e9
 
 
 class QNet(nn.Module):
-    """Q(s, .) over 2K + 1 actions: [up_0, down_0, ..., up_{K-1}, down_{K-1}, stop]."""
+    """Q(s, .) over 3K + 1 actions: [up_0, down_0, auto_0, ..., auto_{K-1}, stop]."""
 
     def __init__(self, hidden: int = HIDDEN):
         super().__init__()
         self.hidden = hidden
         self.knob = nn.Sequential(nn.Linear(KNOB_FEATURES + GLOBAL_FEATURES, hidden), nn.ReLU(),
                                   nn.Linear(hidden, hidden), nn.ReLU())
-        self.move = nn.Linear(hidden, 2)
+        self.move = nn.Linear(hidden, len(MOVES))
         self.stop = nn.Sequential(nn.Linear(2 * hidden + GLOBAL_FEATURES, hidden), nn.ReLU(),
                                   nn.Linear(hidden, 1))
 
     def forward(self, knobs: torch.Tensor, glob: torch.Tensor,
                 present: torch.Tensor | None = None) -> torch.Tensor:
-        """knobs [B, K, F], glob [B, G], present [B, K] bool (padding False) -> Q [B, 2K + 1]."""
+        """knobs [B, K, F], glob [B, G], present [B, K] bool (padding False) -> Q [B, 3K + 1]."""
         b, k, _ = knobs.shape
         if present is None:
             present = torch.ones(b, k, dtype=torch.bool, device=knobs.device)
         x = torch.cat([knobs, glob.unsqueeze(1).expand(b, k, glob.shape[-1])], dim=-1)
         h = self.knob(x)                                        # [B, K, H]
-        moves = self.move(h).reshape(b, 2 * k)
+        moves = self.move(h).reshape(b, len(MOVES) * k)
         pm = present.unsqueeze(-1).float()
         count = pm.sum(1).clamp(min=1.0)
         mean = (h * pm).sum(1) / count

@@ -4,6 +4,8 @@ The same encoding serves the simulator and real pipelines, so the pretrained
 policy transfers. Every feature is relative (to the knob's bounds, the CPU and RAM
 budgets, the best and start throughput), so pipelines and machines of any size
 share one scale. Stage signals are optional (a flag says whether one is present).
+A knob handed to AUTOTUNE is seen at the value AUTOTUNE chose (or would start from),
+with a flag that says so.
 """
 
 from __future__ import annotations
@@ -13,11 +15,27 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..knobs import KINDS, KnobSpace
+from ..knobs import AUTOTUNE, KINDS, KnobSpace
 from ..measurement import Measurement
 
-KNOB_FEATURES = 13
+KNOB_FEATURES = 17
 GLOBAL_FEATURES = 12
+MOVES = (1, -1, 0)
+"""A knob's moves in action order: up, down, and 0: hand the knob to the framework's own
+tuner (AUTOTUNE), or take it back at the value AUTOTUNE chose. Action ``len(MOVES) * i + j``
+is knob ``i``'s move ``MOVES[j]``; the last action stops."""
+AUTO = 0
+
+
+def action_index(knob: int, direction: int) -> int:
+    """The action index of knob number ``knob``'s move ``direction`` (one of :data:`MOVES`)."""
+    return len(MOVES) * knob + MOVES.index(direction)
+
+
+def can_autotune(knob, autotune: bool) -> bool:
+    """Whether ``knob`` may be handed to AUTOTUNE: the framework has it (``autotune``) and
+    the op the knob feeds takes it."""
+    return autotune and knob.autotune
 
 
 @dataclass
@@ -35,8 +53,20 @@ class WalkView:
     since_improvement: int = 0
 
 
+def effective(space: KnobSpace, m: Measurement, cores: float) -> dict:
+    """``m``'s config with each AUTOTUNE value replaced by what AUTOTUNE chose in ``m``
+    (``autotune_choices``), or, unknown, the value it starts from (``concretize``)."""
+    cfg = m.config
+    if AUTOTUNE not in cfg.values():
+        return cfg
+    start = space.concretize(cfg, cores)
+    return {n: (int(m.autotune_choices.get(n, start[n])) if v == AUTOTUNE else v)
+            for n, v in cfg.items()}
+
+
 def total_threads(space: KnobSpace, config: dict) -> float:
-    """Threads a config asks for: parallel calls, capped by the thread pool when there is one."""
+    """Threads a (static) config asks for: parallel calls, capped by the thread pool when
+    there is one."""
     par = sum(config[k.name] for k in space if k.kind == "parallelism")
     pools = [config[k.name] for k in space if k.kind == "threads"]
     if pools:
@@ -53,14 +83,15 @@ def _log_ratio(a: float, b: float, lo: float, hi: float) -> float:
 
 
 def encode(space: KnobSpace, cpu_budget: float, ram_budget: float,
-           view: WalkView) -> tuple[np.ndarray, np.ndarray]:
-    """(knob features [K, KNOB_FEATURES], global features [GLOBAL_FEATURES]) as float32."""
+           view: WalkView, autotune: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(knob features [K, KNOB_FEATURES], global features [GLOBAL_FEATURES]) as float32;
+    ``autotune``: the framework has its own tuner (the AUTOTUNE move is open)."""
     cur = view.current
-    cfg = cur.config
     cores = max(cpu_budget, 1e-3)
+    cfg = effective(space, cur, cores)
     kf = np.zeros((len(space), KNOB_FEATURES), dtype=np.float32)
     for i, k in enumerate(space):
-        v = cfg[k.name]
+        v = max(k.min, cfg[k.name])
         span = math.log(k.max / k.min) if k.max > k.min else 1.0
         kf[i, 0] = math.log(v / k.min) / span
         kf[i, 1] = max(-2.0, min(2.0, math.log2(v / cores) / 4))
@@ -76,6 +107,10 @@ def encode(space: KnobSpace, cpu_budget: float, ram_budget: float,
         if view.last_move and view.last_move[0] == k.name:
             kf[i, 11] = view.last_move[1]
             kf[i, 12] = view.last_gain
+            kf[i, 16] = float(view.last_move[1] == AUTO)
+        kf[i, 13] = float(cur.config[k.name] == AUTOTUNE)
+        kf[i, 14] = float(can_autotune(k, autotune))
+        kf[i, 15] = float((k.name, AUTO) in view.tried)
     g = np.zeros(GLOBAL_FEATURES, dtype=np.float32)
     g[0] = _log_ratio(cur.throughput, view.best.throughput, -2.0, 0.0)
     g[1] = _log_ratio(cur.throughput, view.start.throughput, -2.0, 3.0) / 3
@@ -92,12 +127,17 @@ def encode(space: KnobSpace, cpu_budget: float, ram_budget: float,
     return kf, g
 
 
-def action_mask(space: KnobSpace, config: dict, tried: set, allow_stop: bool = True) -> np.ndarray:
-    """Valid actions [2K + 1]: up/down per knob (not at a bound, not tried from here), then stop."""
-    mask = np.zeros(2 * len(space) + 1, dtype=bool)
+def action_mask(space: KnobSpace, config: dict, tried: set, allow_stop: bool = True,
+                autotune: bool = False) -> np.ndarray:
+    """Valid actions [len(MOVES) * K + 1]: per knob up and down (static, not at a bound) and
+    the AUTOTUNE move (where ``autotune`` and the knob allow it), none tried from here;
+    then stop."""
+    mask = np.zeros(len(MOVES) * len(space) + 1, dtype=bool)
     for i, k in enumerate(space):
         v = config[k.name]
-        mask[2 * i] = v < k.max and (k.name, 1) not in tried
-        mask[2 * i + 1] = v > k.min and (k.name, -1) not in tried
+        static = v != AUTOTUNE
+        mask[action_index(i, 1)] = static and v < k.max and (k.name, 1) not in tried
+        mask[action_index(i, -1)] = static and v > k.min and (k.name, -1) not in tried
+        mask[action_index(i, AUTO)] = can_autotune(k, autotune) and (k.name, AUTO) not in tried
     mask[-1] = allow_stop
     return mask

@@ -11,7 +11,8 @@ import numpy as np
 from ..errors import IntuneError
 
 DEFAULT_POLICY = "default.safetensors"
-FORMAT = "intune-flow-dqn/1"
+FORMAT = "intune-flow-dqn/2"
+"""2: three moves per knob (up, down, AUTOTUNE) and 17 knob features; 1 had two and 13."""
 
 
 class PolicyError(IntuneError):

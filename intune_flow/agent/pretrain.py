@@ -50,7 +50,7 @@ def run_episode(agent: DQNAgent, env: SimEnv, start: dict, *, epsilon: float = 0
     each of the policy's choices (epsilon-greedy). Every state where the policy chooses
     goes into ``buffer`` with its oracle targets (:func:`~.teacher.move_targets`)."""
     walk = Walk(env.space, env.measure(start), cpu_budget=env.cpu_budget,
-                ram_budget=env.ram_budget, max_steps=max_steps)
+                ram_budget=env.ram_budget, max_steps=max_steps, autotune=env.native_autotune)
     if not walk.current.ok:
         recover(walk, env.measure, max_steps)
     if heuristics:
@@ -78,7 +78,8 @@ def eval_set(n: int = EVAL_PIPELINES):
     out = []
     for i in range(n):
         cores = CORE_CHOICES[i % len(CORE_CHOICES)]
-        env = SimEnv(sample_pipeline("test", i, cores=cores), seed=i)
+        env = SimEnv(sample_pipeline("test", i, cores=cores), seed=i,
+                     native_autotune=i % 2 == 0)
         out.append((env, oracle(env)[1]))
     return out
 
@@ -87,7 +88,7 @@ def evaluate_policy(agent: DQNAgent, sims, max_steps: int = EPISODE_STEPS) -> tu
     """Median and p10 of best/oracle over ``sims``: the policy's greedy walks, no learning."""
     ratios = []
     for env0, best in sims:
-        env = SimEnv(env0.pipeline, seed=1)
+        env = SimEnv(env0.pipeline, seed=1, native_autotune=env0.native_autotune)
         walk = run_episode(agent, env, env.space.concretize(env.space.defaults(), env.cpu_budget),
                            max_steps=max_steps)
         ratios.append(env.true_throughput(walk.best.config) / best if best > 0 else 1.0)
@@ -99,7 +100,8 @@ def pretrain(steps: int, seed: int = 0, *, config: DQNConfig | None = None, eval
     """Train a fresh agent on ``steps`` oracle-taught states; returns it and its training curve.
 
     Walks over random training pipelines (2-128 cores, a quarter without per-stage
-    signals, a quarter without the heuristics, as ablations and bare searches meet them)
+    signals, a quarter without the heuristics, as ablations and bare searches meet them,
+    half with tf.data's AUTOTUNE as a move, half without, as torch pipelines)
     collect the states where the policy chooses; each is stored with every move's
     noise-free expected reward and the network regresses onto them (:mod:`.teacher`).
     Exploration decays from ``eps_start`` to ``eps_end`` so the states come more and more
@@ -147,7 +149,7 @@ def pretrain(steps: int, seed: int = 0, *, config: DQNConfig | None = None, eval
         idx = seed * 10_000_000 + episode
         cores = int(rng.choice(CORE_CHOICES))
         env = SimEnv(sample_pipeline("train", idx, cores=cores), seed=idx,
-                     signals=bool(rng.random() > 0.25))
+                     signals=bool(rng.random() > 0.25), native_autotune=bool(rng.random() < 0.5))
         walk = run_episode(agent, env, random_start(env, rng), epsilon=eps_now(cfg, t, steps),
                            heuristics=bool(rng.random() > 0.25), buffer=buffer, on_state=tick)
         if walk.start.ok and walk.start.throughput > 0:

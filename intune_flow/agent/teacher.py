@@ -15,25 +15,28 @@ import numpy as np
 import torch
 
 from .dqn import PaddedRing, optimize
+from .observation import MOVES, action_index
 from .walk import OOM_PENALTY, STEP_COST, Walk, log_gain
 
 
 def move_targets(walk: Walk, env) -> np.ndarray:
-    """Expected reward of each action [2K + 1] from the walk's current config on ``env``
-    (a :class:`~intune_flow.sim.SimEnv`): log gain of the move's candidate, clipped as
-    the walk clips it, minus the step cost; an OOM the penalty; a move with no candidate
-    only the step cost; stop 0."""
+    """Expected reward of each action [len(MOVES) * K + 1] from the walk's current config on
+    ``env`` (a :class:`~intune_flow.sim.SimEnv`): log gain of the move's candidate, clipped
+    as the walk clips it, minus the step cost; an OOM the penalty; a move with no candidate
+    only the step cost; stop 0. (An AUTOTUNE move's candidate runs as AUTOTUNE would set it,
+    :meth:`~intune_flow.sim.SimEnv.true_throughput`.)"""
     space = walk.space
     here = env.true_throughput(walk.current.config)
-    out = np.zeros(2 * len(space) + 1, np.float32)
+    out = np.zeros(len(MOVES) * len(space) + 1, np.float32)
     for i, k in enumerate(space):
-        for d, direction in enumerate((1, -1)):
+        for direction in MOVES:
+            a = action_index(i, direction)
             cand = walk.candidate(k.name, direction)
             if cand is None:
-                out[2 * i + d] = -STEP_COST
+                out[a] = -STEP_COST
                 continue
             x = env.true_throughput(cand)   # 0: past the RAM budget
-            out[2 * i + d] = (log_gain(x, here) if x > 0 else -OOM_PENALTY) - STEP_COST
+            out[a] = (log_gain(x, here) if x > 0 else -OOM_PENALTY) - STEP_COST
     return out
 
 
@@ -42,8 +45,9 @@ class TargetBuffer(PaddedRing):
 
     def __init__(self, capacity: int, k_pad: int, rng: np.random.Generator):
         super().__init__(capacity, k_pad, rng)
-        self.mask = np.zeros((capacity, 2 * k_pad + 1), bool)
-        self.y = np.zeros((capacity, 2 * k_pad + 1), np.float32)
+        width = len(MOVES) * k_pad + 1
+        self.mask = np.zeros((capacity, width), bool)
+        self.y = np.zeros((capacity, width), np.float32)
 
     def add(self, obs, mask: np.ndarray, targets: np.ndarray) -> None:
         i = self._put(obs)
@@ -51,10 +55,10 @@ class TargetBuffer(PaddedRing):
             return
         k = int(self.n[i])
         self.mask[i] = False
-        self.mask[i, :2 * k] = mask[:-1]
+        self.mask[i, :len(MOVES) * k] = mask[:-1]
         self.mask[i, -1] = True     # stopping is always taught (its reward: 0)
         self.y[i] = 0
-        self.y[i, :2 * k] = targets[:-1]
+        self.y[i, :len(MOVES) * k] = targets[:-1]
         self._advance()
 
     def sample(self, n: int):

@@ -11,6 +11,10 @@ the policy is trained on exactly the dynamics it meets when tuning:
   improved doubles its step count (1, 2, 4 grid steps), which crosses a wide range
   in a few measurements and falls back to one step after a miss; buffers move two
   grid steps at a time (about doubling, as tf.data grows its buffers);
+* on a framework with its own tuner (``autotune=True``: tf.data), a knob's third move
+  hands it to AUTOTUNE, and from there takes it back at the value AUTOTUNE chose
+  (the measurement's ``autotune_choices``; without one, the value it had before);
+  a knob at AUTOTUNE has no up or down move;
 * a move that beats the best by more than ``accept`` becomes the new best; one
   within ``plateau`` of the current config is kept as the current config (the walk
   can cross flat ground); a worse one is remembered and the walk stays;
@@ -22,10 +26,11 @@ from __future__ import annotations
 
 import math
 
-from ..knobs import KnobSpace
+from ..knobs import AUTOTUNE, KnobSpace
 from ..measurement import STATUS_OOM, Measurement
 from .moves import rebalanced  # noqa: F401  (re-exported: tests/test_search_real.py imports it)
-from .observation import WalkView, action_mask, encode, total_threads
+from .observation import (AUTO, MOVES, WalkView, action_mask, can_autotune, effective, encode,
+                          total_threads)
 
 OOM_PENALTY = 1.0
 ERROR_PENALTY = 0.5
@@ -55,8 +60,10 @@ class Walk:
 
     def __init__(self, space: KnobSpace, start: Measurement, *, cpu_budget: float,
                  ram_budget: float, max_steps: int | None = None, accept: float = 0.005,
-                 plateau: float = 0.02):
+                 plateau: float = 0.02, autotune: bool = False):
         self.space = space
+        self.autotune = autotune
+        self.handed: dict[str, int] = {}    # knob -> the static value it had when handed over
         self.cpu_budget, self.ram_budget = cpu_budget, ram_budget
         self.max_steps = max_steps
         self.accept, self.plateau = accept, plateau
@@ -84,19 +91,26 @@ class Walk:
                         since_improvement=self.since_improvement)
 
     def observe(self, allow_stop: bool = True):
-        obs = encode(self.space, self.cpu_budget, self.ram_budget, self.view())
-        return obs, action_mask(self.space, self.current.config, self._tried_here(), allow_stop)
+        obs = encode(self.space, self.cpu_budget, self.ram_budget, self.view(), self.autotune)
+        return obs, action_mask(self.space, self.current.config, self._tried_here(), allow_stop,
+                                self.autotune)
 
     # -- moves -------------------------------------------------------------------------
     def decode(self, action: int) -> tuple[str, int] | None:
-        """(knob name, +1/-1) for a move index, None for stop."""
-        if action >= 2 * len(self.space):
+        """(knob name, direction in :data:`MOVES`) for a move index, None for stop."""
+        if action >= len(MOVES) * len(self.space):
             return None
-        return self.space.knobs[action // 2].name, (1 if action % 2 == 0 else -1)
+        i, j = divmod(action, len(MOVES))
+        return self.space.knobs[i].name, MOVES[j]
 
     def candidate(self, name: str, direction: int) -> dict | None:
-        """The config a move leads to (None when every step size lands on a visited config)."""
+        """The config a move leads to (None when every step size lands on a visited config,
+        or the move is not open: up or down at AUTOTUNE, AUTOTUNE where there is none)."""
         knob = self.space[name]
+        if direction == AUTO:
+            return self._handed_over(knob)
+        if self.current.config[name] == AUTOTUNE:
+            return None
         n = self.streak.get((name, direction), 2 if knob.kind == "buffer" else 1)
         while n >= 1:
             v = self.current.config[name]
@@ -107,6 +121,22 @@ class Walk:
                 return cfg
             n //= 2
         return None
+
+    def _handed_over(self, knob) -> dict | None:
+        """The AUTOTUNE move's config: ``knob`` at AUTOTUNE, or back from it at the value
+        AUTOTUNE chose (None when the move is not open or leads to a visited config)."""
+        if not can_autotune(knob, self.autotune):
+            return None
+        cur = self.current.config
+        if cur[knob.name] != AUTOTUNE:
+            value = AUTOTUNE
+        elif knob.name in self.current.autotune_choices:
+            value = knob.clamp(effective(self.space, self.current, self.cpu_budget)[knob.name])
+        else:
+            value = self.handed.get(knob.name, effective(self.space, self.current,
+                                                         self.cpu_budget)[knob.name])
+        cfg = {**cur, knob.name: value}
+        return cfg if config_key(cfg) not in self.visited else None
 
     def set_budget_left(self, fraction: float) -> None:
         self.budget_left = float(min(1.0, max(0.0, fraction)))
@@ -122,6 +152,8 @@ class Walk:
         if cfg is None:
             self.last_move, self.last_gain = move, 0.0
             return -STEP_COST, False, None
+        if direction == AUTO and cfg[name] == AUTOTUNE:
+            self.handed[name] = self.current.config[name]
         m = measure(cfg)
         self.steps += 1
         self.visited[config_key(m.config)] = m
@@ -140,13 +172,15 @@ class Walk:
         reward += gain
         if m.throughput > self.best.throughput * (1 + self.accept):
             self.best = self.current = m
-            first = 2 if self.space[name].kind == "buffer" else 1
-            self.streak[move] = min(MAX_STREAK, 2 * self.streak.get(move, first))
+            if direction != AUTO:
+                first = 2 if self.space[name].kind == "buffer" else 1
+                self.streak[move] = min(MAX_STREAK, 2 * self.streak.get(move, first))
             self.since_improvement = 0
         else:
             self.streak.pop(move, None)
             self.since_improvement += 1
-            if direction > 0 and total_threads(self.space, m.config) > 2 * self.cpu_budget:
+            threads = total_threads(self.space, effective(self.space, m, self.cpu_budget))
+            if direction > 0 and threads > 2 * self.cpu_budget:
                 reward -= OVERSUB_PENALTY
             if m.throughput >= ref * (1 - self.plateau):
                 self.current = m

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..agent.moves import hybrid_autotune
-from ..knobs import THREAD_KINDS
+from ..agent.observation import can_autotune
+from ..knobs import AUTOTUNE, THREAD_KINDS
 from .tracker import BudgetSpent, Tracker
 
 
@@ -71,22 +72,28 @@ def hillclimb(tr: Tracker, env, rng) -> None:
             return
 
 
-def _sample_grid(k, rng) -> int:
-    return int(rng.choice(k.grid()))
+def values(k, env) -> tuple[int, ...]:
+    """The values a search samples for knob ``k``: its grid, and AUTOTUNE where the framework
+    has its own tuner and the knob takes it (tf.data), as the agent's AUTOTUNE move can."""
+    grid = k.grid()
+    return grid + (AUTOTUNE,) if can_autotune(k, getattr(env, "native_autotune", False)) else grid
 
 
 def random_search(tr: Tracker, env, rng) -> None:
-    """Uniform over each knob's grid (log-spaced values), until the budget is spent."""
+    """Uniform over each knob's values (:func:`values`: the log-spaced grid, AUTOTUNE where
+    there is one), until the budget is spent."""
+    choices = {k.name: values(k, env) for k in env.space}
     while True:
-        tr.measure({k.name: _sample_grid(k, rng) for k in env.space})
+        tr.measure({n: int(rng.choice(v)) for n, v in choices.items()})
 
 
 def optuna_tpe(tr: Tracker, env, rng) -> None:
-    """Optuna's TPE over grid indices (ordinal), the start told as the first trial; failures score 0."""
+    """Optuna's TPE over indices into each knob's values (:func:`values`; ordinal, AUTOTUNE
+    last), the start told as the first trial; failures score 0."""
     import optuna
     from optuna.distributions import IntDistribution
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    grids = {k.name: k.grid() for k in env.space}
+    grids = {k.name: values(k, env) for k in env.space}
     dists = {n: IntDistribution(0, len(g) - 1) for n, g in grids.items()}
     sampler = optuna.samplers.TPESampler(seed=int(rng.integers(2**31)), n_startup_trials=8)
     study = optuna.create_study(direction="maximize", sampler=sampler)

@@ -21,7 +21,8 @@ targets (the measured reward of a move: the scale pretraining taught, :mod:`~int
 VARIANTS = {
     "shipped": "intune as shipped: smart start, AUTOTUNE floor, bottleneck moves, then the policy",
     "uniform": "the same search with the policy's choices replaced by a uniform choice among "
-               "the legal single-knob moves (heuristics kept; no stop action, no learning)",
+               "the legal single-knob moves, AUTOTUNE moves included (heuristics kept; no "
+               "stop action, no learning)",
     "bare": "the policy alone: no smart start, AUTOTUNE floor, bottleneck moves or hybrid "
             "config (the memory guard and the end-of-search re-measure kept)",
 }
@@ -68,7 +69,8 @@ def _intune(tr: Tracker, env, rng, *, policy_state, seed, continuous, learn,
     from ..agent.dqn import DQNAgent, DQNConfig
     agent = DQNAgent(DQNConfig(**FINETUNE), state=policy_state, seed=seed)
     walk = Walk(env.space, tr.start, cpu_budget=env.cpu_budget, ram_budget=env.ram_budget,
-                plateau=_plateau(tr.start), accept=_plateau(tr.start) / 2)
+                plateau=_plateau(tr.start), accept=_plateau(tr.start) / 2,
+                autotune=_hybrid(env) > 0)
     cores = env.cpu_budget
     # The last few measurements go to a second look at the best candidates and, where the
     # framework has its own tuner, to one hybrid config: the walk may not spend them, nor

@@ -8,10 +8,19 @@ round raises the one parameter whose increment improves the modelled output time
 most; parallelism is raised even without gain, buffers only with a gain, until
 the model's optimum (all parameters at max) is reached, everything is at max, or
 the memory estimate passes the budget.
+
+A config may hand only some knobs to AUTOTUNE (:func:`resolve_autotune`): the others
+stay where the config puts them, and a parallelism's cap is the thread pool it runs on
+(a private pool the config sets, or the cores), as tf.data caps it at
+``runner_threadpool_size``.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
+from typing import Mapping
+
+from ..knobs import AUTOTUNE
 from .model import SimPipeline, evaluate
 
 PRECISION = 1e-9
@@ -21,17 +30,23 @@ def _pipeline_memory(p: SimPipeline, cfg, cores) -> float:
     return evaluate(p, cfg, cores).memory - p.base_mem
 
 
-def autotune_config(p: SimPipeline, cores: float, ram_total: int | None = None) -> tuple[dict, int]:
-    """(config, rounds) AUTOTUNE settles on for ``p`` on ``cores`` cores."""
+def autotune_config(p: SimPipeline, cores: float, ram_total: int | None = None,
+                    fixed: Mapping[str, int] | None = None) -> tuple[dict, int]:
+    """(config, rounds) AUTOTUNE settles on for ``p`` on ``cores`` cores, every knob but
+    those ``fixed`` sets to a value other than AUTOTUNE handed to it."""
     cores_i = max(1, int(round(cores)))
     budget = 0.5 * (ram_total if ram_total is not None else p.ram_total)
+    held = {n: int(v) for n, v in (fixed or {}).items() if v != AUTOTUNE}
+    pool = held.get(p.threads_knob, cores_i) if p.threads_knob else cores_i
     cfg, cap = {}, {}
     for k in p.space:
-        if k.kind == "threads":
+        if k.name in held:
+            cfg[k.name] = k.clamp(held[k.name])
+        elif k.kind == "threads":
             cfg[k.name] = k.clamp(cores_i)
-            continue
-        cfg[k.name] = k.min
-        cap[k.name] = min(k.max, cores_i) if k.kind == "parallelism" else k.max
+        else:
+            cfg[k.name] = k.min
+            cap[k.name] = min(k.max, pool) if k.kind == "parallelism" else k.max
     top = {**cfg, **cap}
     target = evaluate(p, top, cores).throughput
     rounds = 0
@@ -61,6 +76,22 @@ def autotune_config(p: SimPipeline, cores: float, ram_total: int | None = None) 
             break
         rounds += 1
     return cfg, rounds
+
+
+def resolve_autotune(p: SimPipeline, config: Mapping[str, int], cores: float,
+                     ram_total: int | None = None) -> dict:
+    """``config`` with its AUTOTUNE values replaced by what AUTOTUNE settles on around the
+    values it fixes (the config itself when it holds none)."""
+    if AUTOTUNE not in config.values():
+        return dict(config)
+    return dict(_resolved(p, tuple(sorted(config.items())), float(cores), ram_total))
+
+
+@lru_cache(maxsize=65536)
+def _resolved(p: SimPipeline, key: tuple, cores: float, ram_total: int | None) -> tuple:
+    # Pretraining's teacher resolves the same configs many times: the hill-climb is cached.
+    cfg, _ = autotune_config(p, cores, ram_total, fixed=dict(key))
+    return tuple(sorted(cfg.items()))
 
 
 def autotune_hillclimb(sim) -> tuple[dict, int]:

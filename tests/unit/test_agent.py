@@ -10,7 +10,7 @@ from intune_flow.agent import (DQNAgent, DQNConfig, PolicyError, WalkView, actio
                                load_default_policy, policy_from_bytes, policy_to_bytes,
                                validate_policy)
 from intune_flow.agent.network import QNet
-from intune_flow.agent.observation import GLOBAL_FEATURES, KNOB_FEATURES
+from intune_flow.agent.observation import GLOBAL_FEATURES, KNOB_FEATURES, MOVES
 from intune_flow.agent.walk import OOM_PENALTY, Walk
 from intune_flow.knobs import Knob, KnobSpace
 from intune_flow.measurement import Measurement
@@ -36,7 +36,7 @@ def test_network_handles_any_number_of_knobs(n):
     assert kf.shape == (n, KNOB_FEATURES) and g.shape == (GLOBAL_FEATURES,)
     agent = DQNAgent(seed=0)
     q = agent.q_values((kf, g))
-    assert q.shape == (2 * n + 1,) and np.all(np.isfinite(q))
+    assert q.shape == (len(MOVES) * n + 1,) and np.all(np.isfinite(q))
 
 
 def test_shared_head_is_permutation_equivariant_and_padding_neutral():
@@ -46,21 +46,28 @@ def test_shared_head_is_permutation_equivariant_and_padding_neutral():
     q = net(kf, g)
     perm = torch.tensor([3, 0, 4, 1, 2])
     qp = net(kf[:, perm], g)
-    moves = q[0, :-1].reshape(5, 2)
-    assert torch.allclose(qp[0, :-1].reshape(5, 2), moves[perm], atol=1e-6)
+    moves = q[0, :-1].reshape(5, len(MOVES))
+    assert torch.allclose(qp[0, :-1].reshape(5, len(MOVES)), moves[perm], atol=1e-6)
     assert torch.allclose(qp[0, -1], q[0, -1], atol=1e-6)
     padded = torch.cat([kf, torch.zeros(1, 3, KNOB_FEATURES)], dim=1)
     present = torch.tensor([[True] * 5 + [False] * 3])
     qpad = net(padded, g, present)
-    assert torch.allclose(qpad[0, :10], q[0, :10], atol=1e-6)
+    assert torch.allclose(qpad[0, :5 * len(MOVES)], q[0, :5 * len(MOVES)], atol=1e-6)
     assert torch.allclose(qpad[0, -1], q[0, -1], atol=1e-6)
 
 
 def test_masking_bounds_and_tried_moves():
     space = KnobSpace((Knob("a", "parallelism", 1, 8, 1), Knob("b", "buffer", 1, 8, 1)))
     mask = action_mask(space, {"a": 1, "b": 8}, tried={("a", 1)})
-    assert mask.tolist() == [False, False, False, True, True]
+    # [a up, a down, a auto, b up, b down, b auto, stop]: no AUTOTUNE without a framework tuner
+    assert mask.tolist() == [False, False, False, False, True, False, True]
     assert not action_mask(space, {"a": 2, "b": 2}, set(), allow_stop=False)[-1]
+    # With one (tf.data): the AUTOTUNE move opens; a knob at AUTOTUNE has no up or down move,
+    # a knob whose op rejects AUTOTUNE never gets one, and a tried move stays closed
+    auto = action_mask(space.without_autotune(["b"]), {"a": -1, "b": 8}, tried=set(),
+                       autotune=True)
+    assert auto.tolist() == [False, False, True, False, True, False, True]
+    assert not action_mask(space, {"a": 2, "b": 2}, {("a", 0)}, autotune=True)[2]
     agent = DQNAgent(seed=1)
     obs = encode(space, 4, 1 << 30, view_for(space, {"a": 1, "b": 8}))
     for explore in (False, True):
@@ -85,7 +92,7 @@ def test_safetensors_round_trip():
 def test_wrong_shapes_names_and_values_are_rejected():
     state = DQNAgent(seed=3).state()
     bad = dict(state)
-    bad["move.weight"] = np.zeros((3, 64), np.float32)
+    bad["move.weight"] = np.zeros((2, 64), np.float32)     # a policy of format 1 (two moves)
     with pytest.raises(PolicyError, match="move.weight.*shape"):
         validate_policy(bad)
     with pytest.raises(PolicyError, match="missing"):
@@ -93,7 +100,7 @@ def test_wrong_shapes_names_and_values_are_rejected():
     with pytest.raises(PolicyError, match="unexpected"):
         validate_policy({**state, "extra": np.zeros(1, np.float32)})
     nan = dict(state)
-    nan["move.bias"] = np.array([np.nan, 0], np.float32)
+    nan["move.bias"] = np.array([np.nan, 0, 0], np.float32)
     with pytest.raises(PolicyError, match="NaN"):
         validate_policy(nan)
     from safetensors.numpy import save
@@ -137,7 +144,7 @@ def test_walk_abandons_an_oom_config_and_returns_to_best():
     obs, mask = walk.observe()
     assert not mask[0]                      # the failed move is not offered again
     assert obs[0][0, 9] == 1.0              # ...and the agent sees it was tried
-    assert walk.decode(2 * len(space)) is None
+    assert walk.decode(len(MOVES) * len(space)) is None
     assert walk.candidate(name, 1) is None   # the OOM config is remembered, never retried
 
 
@@ -173,7 +180,7 @@ def test_shipped_default_policy_loads():
     state = load_default_policy()
     validate_policy(state)
     assert DQNAgent(state=state).q_values(encode(space_of(3), 4, 1 << 30, view_for(
-        space_of(3), {"k0": 1, "k1": 1, "k2": 1}))).shape == (7,)
+        space_of(3), {"k0": 1, "k1": 1, "k2": 1}))).shape == (3 * len(MOVES) + 1,)
 
 
 def test_rebalance_shrinks_idle_stages_and_grows_saturated_ones():
@@ -266,8 +273,31 @@ def test_oracle_targets_are_the_walks_noise_free_rewards():
         cand = walk.candidate(k.name, 1)
         if cand is not None and env.true_throughput(cand) > 0:
             want = min(1.0, max(-1.0, np.log(env.true_throughput(cand) / here))) - STEP_COST
-            assert y[2 * i] == pytest.approx(want, abs=1e-5)
+            assert y[len(MOVES) * i] == pytest.approx(want, abs=1e-5)
+        assert y[len(MOVES) * i + 2] == -STEP_COST      # no AUTOTUNE move on this env
     assert y[-1] == 0.0
+
+
+def test_the_autotune_moves_targets_are_what_autotune_would_set():
+    """On an env with its own tuner, the AUTOTUNE move's target is the gain of the config
+    AUTOTUNE's hill-climb settles on around the other knobs' values."""
+    from intune_flow.agent.teacher import move_targets
+    from intune_flow.agent.walk import STEP_COST
+    from intune_flow.sim import SimEnv, evaluate, resolve_autotune, sample_pipeline
+    env = SimEnv(sample_pipeline("test", 3, cores=16), seed=0, native_autotune=True)
+    start = env.measure(env.space.ones())
+    walk = Walk(env.space, start, cpu_budget=env.cpu_budget, ram_budget=env.ram_budget,
+                autotune=True)
+    y = move_targets(walk, env)
+    here = env.true_throughput(start.config)
+    for i, k in enumerate(env.space):
+        cand = walk.candidate(k.name, 0)
+        assert cand == {**start.config, k.name: -1}
+        ran = resolve_autotune(env.pipeline, cand, env.cpu_budget, env.pipeline.ram_total)
+        assert all(ran[n] == v for n, v in cand.items() if n != k.name)
+        x = evaluate(env.pipeline, ran, env.cpu_budget).throughput
+        assert y[len(MOVES) * i + 2] == pytest.approx(
+            min(1.0, max(-1.0, np.log(x / here))) - STEP_COST, abs=1e-5)
 
 
 def test_the_shipped_policy_chooses_better_moves_than_a_uniform_choice():
@@ -282,10 +312,12 @@ def test_the_shipped_policy_chooses_better_moves_than_a_uniform_choice():
     # 40 pipelines (about 280 states): on 12, two policies pretrained alike ranked apart by
     # less than this margin, which is a sample's noise, not a policy's worth.
     for i in range(40):
-        env = SimEnv(sample_pipeline("test", 100 + i, cores=(8, 32, 64)[i % 3]), seed=i)
+        env = SimEnv(sample_pipeline("test", 100 + i, cores=(8, 32, 64)[i % 3]), seed=i,
+                     native_autotune=i % 2 == 1)    # half of them with AUTOTUNE moves
         walk = Walk(env.space, env.measure(env.space.concretize(env.space.defaults(),
                                                                 env.cpu_budget)),
-                    cpu_budget=env.cpu_budget, ram_budget=env.ram_budget)
+                    cpu_budget=env.cpu_budget, ram_budget=env.ram_budget,
+                    autotune=env.native_autotune)
         smart_start(walk, env.measure)
         for _ in range(8):
             obs, mask = walk.observe(allow_stop=False)

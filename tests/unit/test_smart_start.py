@@ -109,6 +109,7 @@ def test_the_walk_raises_the_most_saturated_stage_before_asking_the_policy():
     import numpy as np
 
     from intune_flow.agent.moves import bottleneck_action
+    from intune_flow.agent.observation import MOVES, action_index
     from intune_flow.agent.walk import Walk
     from intune_flow.measurement import Measurement
 
@@ -116,9 +117,9 @@ def test_the_walk_raises_the_most_saturated_stage_before_asking_the_policy():
     start = Measurement(config=cfg, throughput=1.0, cpu_util=0.5,
                         stage_signals={"read": 0.95, "map": 0.3, "prefetch": 1.0, "pool": 0.99})
     walk = Walk(SPACE, start, cpu_budget=8, ram_budget=1 << 40)
-    mask = np.ones(2 * len(SPACE) + 1, dtype=bool)
+    mask = np.ones(len(MOVES) * len(SPACE) + 1, dtype=bool)
     assert walk.decode(bottleneck_action(SPACE, start, mask)) == ("pool", 1)  # buffers never count
-    mask[2 * SPACE.names.index("pool")] = False                             # pool-up already tried
+    mask[action_index(SPACE.names.index("pool"), 1)] = False               # pool-up already tried
     assert walk.decode(bottleneck_action(SPACE, start, mask)) == ("read", 1)
     calm = Measurement(config=cfg, throughput=1.0, stage_signals={"read": 0.5, "map": 0.3})
     assert bottleneck_action(SPACE, calm, mask) is None

@@ -1,0 +1,121 @@
+"""AUTOTUNE per knob: the simulator's partial AUTOTUNE, the walk's AUTOTUNE move, the
+heuristics leaving a handed-over knob alone, and the baselines sampling AUTOTUNE."""
+
+import numpy as np
+
+from intune_flow.agent.moves import halved, hybrid_autotune, rescaled, scaled
+from intune_flow.agent.observation import AUTO, action_index, encode
+from intune_flow.agent.walk import Walk
+from intune_flow.knobs import AUTOTUNE, Knob, KnobSpace
+from intune_flow.search import run_search
+from intune_flow.sim import (Buffer, SimEnv, SimPipeline, Stage, autotune_config, evaluate,
+                             resolve_autotune, sample_pipeline)
+
+SPACE = KnobSpace((Knob("read", "parallelism", 1, 64, 1), Knob("map", "parallelism", 1, 64, 1),
+                   Knob("prefetch", "buffer", 1, 64, 1), Knob("pool", "threads", 1, 256, 1)))
+
+
+def _io_pipeline(cores=4):
+    """A read waiting 50 ms per call (it wants ~40 calls) and a cheap map, on a shared pool."""
+    space = KnobSpace((Knob("read", "parallelism", 1, 128, AUTOTUNE),
+                       Knob("map", "parallelism", 1, 64, AUTOTUNE),
+                       Knob("prefetch", "buffer", 1, 32, AUTOTUNE),
+                       Knob("pool", "threads", 1, 256, AUTOTUNE)))
+    stages = (Stage("read", cpu=0.001, io=0.05, records=1, mem=1e4, knob="read"),
+              Stage("map", cpu=0.002, io=0.0, records=1, mem=1e4, knob="map"))
+    return SimPipeline(stages=stages, buffers=(Buffer("prefetch", 1, 1e4, 0.3),), space=space,
+                       cores=cores, ram_total=16 << 30, ram_budget=8 << 30, base_mem=1 << 28,
+                       contention=0.05, noise=0.0, threads_knob="pool")
+
+
+def test_autotune_caps_parallelism_at_the_pool_it_runs_on():
+    """All-AUTOTUNE is the core-capped hill-climb (a latency-bound read starves at 4 calls);
+    with the pool set to 64, AUTOTUNE may raise the read past the cores, as tf.data caps
+    parallelism at its runner pool's size, and the hybrid beats plain AUTOTUNE."""
+    p = _io_pipeline(cores=4)
+    plain, _ = autotune_config(p, 4)
+    assert plain["read"] <= 4 and plain["pool"] == 4
+    fixed = resolve_autotune(p, {**p.space.autotune(), "pool": 64}, 4)
+    assert fixed["pool"] == 64 and fixed["read"] > 4
+    assert evaluate(p, fixed, 4).throughput > 2 * evaluate(p, plain, 4).throughput
+    assert resolve_autotune(p, {"read": 8, "map": 2, "prefetch": 4, "pool": 16}, 4) == \
+        {"read": 8, "map": 2, "prefetch": 4, "pool": 16}     # nothing to resolve
+
+
+def test_a_native_sim_reports_autotune_values_and_what_autotune_chose():
+    p = _io_pipeline()
+    env = SimEnv(p, seed=0, native_autotune=True)
+    cfg = {"read": AUTOTUNE, "map": 2, "prefetch": 4, "pool": 64}
+    m = env.measure(cfg)
+    assert m.config == cfg and set(m.autotune_choices) == {"read"}
+    ran = resolve_autotune(p, cfg, env.cpu_budget, p.ram_total)
+    assert m.autotune_choices["read"] == ran["read"] > 4
+    assert env.true_throughput(cfg) == evaluate(p, ran, env.cpu_budget).throughput
+    plain = SimEnv(p, seed=0).measure(cfg)        # no framework tuner: AUTOTUNE -> concretize
+    assert plain.config["read"] == 4 and not plain.autotune_choices
+
+
+def test_the_autotune_move_hands_a_knob_over_and_takes_it_back_at_autotunes_choice():
+    p = _io_pipeline()
+    env = SimEnv(p, seed=0, native_autotune=True)
+    start = env.measure({"read": 2, "map": 2, "prefetch": 4, "pool": 64})
+    walk = Walk(p.space, start, cpu_budget=env.cpu_budget, ram_budget=env.ram_budget,
+                autotune=True)
+    read = action_index(p.space.names.index("read"), AUTO)
+    reward, _, m = walk.step(read, env.measure)
+    assert m.config["read"] == AUTOTUNE and reward > 0 and walk.best is m
+    chose = m.autotune_choices["read"]
+    _, mask = walk.observe()
+    assert not mask[action_index(0, 1)] and not mask[action_index(0, -1)]  # no up/down there
+    assert mask[read]                                  # ...but the move back is open
+    assert walk.candidate("read", AUTO) == {**m.config, "read": chose}
+    kf, _ = encode(p.space, env.cpu_budget, env.ram_budget, walk.view(), autotune=True)
+    assert kf[0, 13] == 1.0 and kf[0, 14] == 1.0 and kf[1, 13] == 0.0
+    walk.step(read, env.measure)
+    assert walk.last.config["read"] == chose
+    no_tuner = Walk(p.space, start, cpu_budget=4, ram_budget=env.ram_budget)
+    assert no_tuner.candidate("read", AUTO) is None
+    assert not no_tuner.observe()[1][read]
+
+
+def test_the_move_back_without_a_choice_returns_the_value_handed_over():
+    from intune_flow.measurement import Measurement
+    start = Measurement(config={"read": 6, "map": 2, "prefetch": 2, "pool": 8}, throughput=1.0)
+    walk = Walk(SPACE, start, cpu_budget=4, ram_budget=1 << 40, autotune=True)
+    walk.step(action_index(0, AUTO), lambda cfg: Measurement(config=cfg, throughput=2.0))
+    assert walk.current.config["read"] == AUTOTUNE
+    assert walk.candidate("read", AUTO) is None          # back to the start: measured already
+    walk.step(action_index(1, 1), lambda cfg: Measurement(config=cfg, throughput=3.0))
+    assert walk.candidate("read", AUTO) == {"read": 6, "map": 3, "prefetch": 2, "pool": 8}
+
+
+def test_heuristics_leave_a_knob_at_autotune_where_it_is():
+    cfg = {"read": AUTOTUNE, "map": 4, "prefetch": 1, "pool": 8}
+    assert scaled(SPACE, cfg, 4)["read"] == AUTOTUNE
+    assert scaled(SPACE, cfg, 0.5)["read"] == AUTOTUNE
+    assert rescaled(SPACE, cfg, 2.0) == {**cfg, "map": 8, "pool": 16}
+    assert halved(SPACE, cfg) == {"read": AUTOTUNE, "map": 2, "prefetch": 1, "pool": 4}
+    assert hybrid_autotune(SPACE, cfg) == {**cfg, "map": AUTOTUNE}
+
+
+def test_random_and_optuna_sample_autotune_only_where_the_framework_has_it():
+    for method in ("random", "optuna"):
+        for native in (True, False):
+            env = SimEnv(sample_pipeline("test", 5, cores=8), seed=0, native_autotune=native)
+            out = run_search(env, method, budget_s=1e9, max_steps=30, seed=1, progress=False)
+            autos = [m for m in out.history if AUTOTUNE in m.config.values()]
+            assert bool(autos) == native, (method, native)
+
+
+def test_intune_on_a_native_sim_may_hand_knobs_to_autotune_and_keeps_what_it_measured():
+    """The search's result on a native env can hold AUTOTUNE values; the best it reports is
+    a config it measured, and the walk's AUTOTUNE moves were among its measurements."""
+    seen = 0
+    for i in range(6):
+        env = SimEnv(sample_pipeline("test", 60 + i, cores=16), seed=i, native_autotune=True)
+        out = run_search(env, "intune", budget_s=1e9, max_steps=40, seed=0, progress=False)
+        keys = {tuple(sorted(m.config.items())) for m in out.history}
+        assert tuple(sorted(out.best.config.items())) in keys
+        seen += sum(1 for m in out.history[1:] if AUTOTUNE in m.config.values())
+        assert np.isfinite(env.true_throughput(out.best.config))
+    assert seen >= 6      # at least the AUTOTUNE floor on each
