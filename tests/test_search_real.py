@@ -71,3 +71,27 @@ def test_intune_on_a_real_latency_bound_pipeline_grows_the_blocking_stage_and_me
     assert sum(set(m.config.values()) == {AUTOTUNE} for m in out.history) >= 1
     # What the jump buys in records/s is measured by benchmarks/real_pipelines.py (case
     # "latency"), not asserted here: on a busy machine two probes cannot be compared.
+
+
+def test_the_autotune_move_on_a_real_tf_data_pipeline_reads_back_autotunes_choice():
+    """On tf.data the walk's AUTOTUNE move hands the read to tf.data's AUTOTUNE on the pool
+    the config sets; the probe reports the parallelism AUTOTUNE chose, and the move back
+    takes the read at that value (what the result would hold, config = build)."""
+    from intune_flow.agent.observation import AUTO, action_index
+    from intune_flow.agent.walk import Walk
+    from intune_flow.knobs import AUTOTUNE
+    from intune_flow.real_env import PipelineEnv
+
+    env = PipelineEnv("tests.test_probe:sleepy", cpu_budget=2, ram_budget="64GiB",
+                      window_s=0.5, warmup_s=0.3)
+    start = env.measure({"read": 2, "prefetch": 2, "threadpool": 16})
+    walk = Walk(env.space, start, cpu_budget=2, ram_budget=env.ram_budget, autotune=True)
+    read = action_index(env.space.names.index("read"), AUTO)
+    assert walk.observe()[1][read]
+    walk.step(read, env.measure)
+    handed = walk.last
+    assert handed.ok and handed.config == {"read": AUTOTUNE, "prefetch": 2, "threadpool": 16}
+    chose = handed.autotune_choices["read"]
+    assert 1 <= chose <= 16                    # capped at the 16-thread pool it runs on
+    walk.restart(handed)
+    assert walk.candidate("read", AUTO) == {"read": chose, "prefetch": 2, "threadpool": 16}

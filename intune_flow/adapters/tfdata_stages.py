@@ -64,7 +64,9 @@ def _subtree_ns(proto, nid: int, seen: set) -> int:
 
 
 def _params(node) -> dict[str, float]:
-    return {p.name: float(p.value) for p in node.parameters}
+    # A tunable (AUTOTUNE) parameter's ``value`` is the model's last estimate, often still
+    # its minimum; ``state_value`` is the value the op runs with.
+    return {p.name: float(p.state_value if p.tunable else p.value) for p in node.parameters}
 
 
 def snapshot(it) -> dict[int, tuple[int, dict[str, float], str]]:

@@ -19,9 +19,10 @@ def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.
                variant: str = "shipped") -> SearchOutcome:
     """Search ``env`` for the best config with ``method`` within ``budget_s`` (env clock seconds).
 
-    The start config (default: the knobs' defaults, AUTOTUNE resolved to the
-    CPU budget) is measured first; the outcome's ``best`` is the best measured
-    config and never worse than the start. A config that OOMs, errors or times
+    The start config (default: the knobs' defaults, AUTOTUNE resolved to the CPU
+    budget; a start given keeps its AUTOTUNE values where the framework has its own
+    tuner, as a cached hybrid config does) is measured first; the outcome's ``best``
+    is the best measured config and never worse than the start. A config that OOMs, errors or times
     out is abandoned and penalized. ``max_steps`` caps measurements after the
     start. ``continuous=True`` (intune) keeps tuning until the budget is spent
     and re-allocates when ``env.cpu_budget`` changes. ``extra`` holds the method's
@@ -42,9 +43,10 @@ def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.
         policy_state = load_policy(policy_state)
         from ..agent import dqn  # noqa: F401  (imported off the clock too)
     tr = Tracker(env, method, budget_s, max_steps, make_progress(progress))
-    if start is None:
-        start = env.space.defaults()
-    start = env.space.concretize(env.space.validate(start), env.cpu_budget)
+    given = start is not None
+    start = env.space.validate(start if given else env.space.defaults())
+    if not (given and getattr(env, "native_autotune", False)):
+        start = env.space.concretize(start, env.cpu_budget)
     tr.emit("start", None, config=dict(start), budget_s=float(budget_s))
     tr.measure(start, start=True)
     state = None

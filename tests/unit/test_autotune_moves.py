@@ -119,3 +119,18 @@ def test_intune_on_a_native_sim_may_hand_knobs_to_autotune_and_keeps_what_it_mea
         seen += sum(1 for m in out.history[1:] if AUTOTUNE in m.config.values())
         assert np.isfinite(env.true_throughput(out.best.config))
     assert seen >= 6      # at least the AUTOTUNE floor on each
+
+
+def test_a_start_given_keeps_its_autotune_values_where_the_framework_has_autotune():
+    """A refine from a cached hybrid config starts from that config, not from its
+    concretized copy; without a framework tuner (and for the default start) AUTOTUNE
+    values start at the values concretize gives."""
+    pipe = sample_pipeline("test", 7, cores=8)
+    hybrid = {**pipe.space.concretize(pipe.space.defaults(), 8), pipe.space.names[0]: AUTOTUNE}
+    for native in (True, False):
+        env = SimEnv(pipe, seed=0, native_autotune=native)
+        out = run_search(env, "ones", start=hybrid, budget_s=1e9, progress=False)
+        assert (out.history[0].config[pipe.space.names[0]] == AUTOTUNE) == native
+    env = SimEnv(pipe, seed=0, native_autotune=True)
+    out = run_search(env, "ones", budget_s=1e9, progress=False)
+    assert AUTOTUNE not in out.history[0].config.values()
