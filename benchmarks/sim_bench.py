@@ -9,7 +9,8 @@ uses. Each search method gets the same budget of 40 measurements after the start
 config; the figure of merit is the noise-free throughput of the config it returns
 divided by the oracle's (the exact best under the CPU and RAM budgets).
 The ``intune_nosignals`` row runs the same agent on probes without per-stage
-utilization signals, as real tf.data/torchdata probes are today.
+utilization signals, as real tf.data/torchdata probes are today; ``_tfdata`` rows run on
+a simulated tf.data, where a knob may be handed to AUTOTUNE (:data:`TFDATA`).
 """
 
 from __future__ import annotations
@@ -28,19 +29,28 @@ from .common import RESULTS, replace_block
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "tuner.md"
 CORES = (8, 16, 32, 64, 128)
-METHODS = ("intune", "intune_nosignals", "autotune", "heuristic", "hillclimb", "random", "optuna",
-           "ones")
+METHODS = ("intune", "intune_nosignals", "intune_tfdata", "autotune", "heuristic", "hillclimb",
+           "random", "random_tfdata", "optuna", "optuna_tfdata", "ones")
 STEPS = 40
 NO_SIGNALS = "_nosignals"
 """Suffix of a row whose probes report no per-stage signals, as on real pipelines today."""
+TFDATA = "_tfdata"
+"""Suffix of a row on a simulated tf.data (``SimEnv(native_autotune=True)``): AUTOTUNE is a
+value per knob, set by AUTOTUNE's hill-climb around the others, for intune (its AUTOTUNE
+floor, the agent's AUTOTUNE move, the hybrid) and for the baselines' samples."""
 VARIANT = ":"
 """``intune:uniform`` runs intune's ablation variant ``uniform`` (``run_search(variant=)``)."""
 
 
 def split_method(name: str) -> tuple[str, str]:
-    """(search method, intune variant) of a row name such as ``intune:uniform``."""
-    method, _, variant = name.removesuffix(NO_SIGNALS).partition(VARIANT)
+    """(search method, intune variant) of a row name such as ``intune:uniform_tfdata``."""
+    method, _, variant = name.replace(NO_SIGNALS, "").replace(TFDATA, "").partition(VARIANT)
     return method, variant or "shipped"
+
+
+def env_options(name: str) -> dict:
+    """The :class:`~intune_flow.sim.SimEnv` options a row name asks for (its suffixes)."""
+    return {"signals": NO_SIGNALS not in name, "native_autotune": TFDATA in name}
 
 
 def run(pipelines: int, cores_list=CORES, methods=METHODS, steps: int = STEPS, seed: int = 0,
@@ -67,7 +77,7 @@ def run(pipelines: int, cores_list=CORES, methods=METHODS, steps: int = STEPS, s
             _, best = oracle(probe)
             start_x = probe.true_throughput(probe.space.defaults())
             for method in methods:
-                env = SimEnv(pipe, seed=seed * 1000 + i, signals=not method.endswith(NO_SIGNALS))
+                env = SimEnv(pipe, seed=seed * 1000 + i, **env_options(method))
                 t = time.time()
                 search, variant = split_method(method)
                 out = run_search(env, search, budget_s=1e12, variant=variant,
