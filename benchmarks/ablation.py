@@ -10,7 +10,9 @@ Variants of the same search (``run_search(..., variant=)``, :data:`intune_flow.s
 * ``intune:uniform`` (b): the policy's choices replaced by a uniform choice among the legal
   single-knob moves, the smart start, AUTOTUNE floor and bottleneck moves kept;
 * ``intune:bare`` (c): the policy alone, without the smart start, bottleneck moves and jumps;
-* ``random`` and ``optuna`` (d): black-box search on the same budget.
+* ``random`` and ``optuna`` (d): black-box search on the same budget;
+* (a) and (b) once more on a simulated tf.data (:data:`TFDATA_METHODS`), where handing a knob
+  to AUTOTUNE is one more move.
 
 Simulator: held-out pipelines (the "eval" seed stream) on 16 and 64 cores at the simulator's
 own noise; each cell is the median (p10) over searches of the returned config's noise-free
@@ -31,9 +33,13 @@ from . import common
 from .common import RESULTS, interleaved, machine, md_table, summary
 
 METHODS = ("intune", "intune:uniform", "intune:bare", "random", "optuna")
+TFDATA_METHODS = ("intune_tfdata", "intune:uniform_tfdata")
+"""(a) and (b) on a simulated tf.data, where handing a knob to AUTOTUNE is one more move
+(simulator only: a real pipeline's framework decides)."""
 LABELS = {"intune": "(a) intune", "intune:uniform": "(b) uniform moves",
           "intune:bare": "(c) policy, no heuristics", "random": "(d) random",
-          "optuna": "(d) optuna"}
+          "optuna": "(d) optuna", "intune_tfdata": "(a) intune, tf.data",
+          "intune:uniform_tfdata": "(b) uniform moves, tf.data"}
 README = Path(__file__).resolve().parent.parent / "README.md"
 START, END = "<!-- ablation:start -->", "<!-- ablation:end -->"
 MODES = {
@@ -113,6 +119,13 @@ def render(data: dict) -> str:
            f"returned config / oracle, median (p10), {meta['pipelines']} held-out pipelines on "
            f"each of {', '.join(map(str, meta['cores']))} cores, the simulator's own noise.", "",
            md_table(["measurements", *(LABELS[m] for m in methods)], rows), ""]
+    tfdata = [m for m in TFDATA_METHODS if any(c["method"] == m for c in data["sim"])]
+    if tfdata:
+        rows = [[steps, *(f"{get[(steps, m)]['median']:.3f} ({get[(steps, m)]['p10']:.3f})"
+                          for m in tfdata)] for steps in meta["steps"]]
+        out += ["The same pipelines on a simulated tf.data, where the agent may hand a knob to "
+                "AUTOTUNE (one more move per knob, for the policy and for the uniform choice):",
+                "", md_table(["measurements", *(LABELS[m] for m in tfdata)], rows), ""]
     if data["real"]:
         out += [f"Real reference pipelines on {meta['machine']['usable_cpus']} usable cores: "
                 f"each variant's config, median of {data['real'][0]['repeats']} interleaved "
@@ -131,11 +144,16 @@ def render(data: dict) -> str:
 def contribution(data: dict) -> str:
     """One sentence: the policy's (a) against uniform moves (b), in the simulator."""
     get = {(c["steps"], c["method"]): c for c in data["sim"]}
-    parts = [f"{s} measurements {get[(s, 'intune')]['median']:.3f} vs "
-             f"{get[(s, 'intune:uniform')]['median']:.3f}"
-             for s in data["meta"]["steps"]]
-    return ("What the policy adds over uniform moves, simulator medians (a) vs (b): "
-            + "; ".join(parts) + ".")
+
+    def versus(a: str, b: str) -> str:
+        return "; ".join(f"{s} measurements {get[(s, a)]['median']:.3f} vs "
+                         f"{get[(s, b)]['median']:.3f}" for s in data["meta"]["steps"])
+
+    text = ("What the policy adds over uniform moves, simulator medians (a) vs (b): "
+            + versus("intune", "intune:uniform") + ".")
+    if all((s, m) in get for s in data["meta"]["steps"] for m in TFDATA_METHODS):
+        text += " On a simulated tf.data: " + versus(*TFDATA_METHODS) + "."
+    return text
 
 
 def plot(data: dict, path: Path) -> None:
@@ -191,7 +209,7 @@ def main(argv=None) -> int:
         cfg["cases"] = ()
     out_dir = Path(args.out) if args.out else (RESULTS / "quick" if args.quick else RESULTS)
     t0 = time.time()
-    sim = run_sim(cfg["pipelines"], cfg["cores"], cfg["steps"])
+    sim = run_sim(cfg["pipelines"], cfg["cores"], cfg["steps"], METHODS + TFDATA_METHODS)
     real = [run_real(c, cfg["budgets"], cfg["repeats"]) for c in cfg["cases"]]
     data = {"meta": {"mode": mode, "methods": list(METHODS), "pipelines": cfg["pipelines"],
                      "cores": list(cfg["cores"]), "steps": list(cfg["steps"]),

@@ -132,6 +132,11 @@ def test_card_rows_hold_the_figures():
     assert rows["source"] == "tuned" and rows["tuning seconds"] == "12.5 s"
     assert rows["speedup over start"] == "3.00x" and rows["ram budget"] == "2.0 GiB"
     assert config_rows(RECORD) == [["read", "1", "4", "93%"], ["prefetch", "1", "8", "-"]]
+    hybrid = {"config": {"read": -1, "prefetch": 8}, "throughput": 3500.0, "status": "ok",
+              "autotune_choices": {"read": 12}}
+    mixed = {**RECORD, "config": hybrid["config"], "history": RECORD["history"] + [hybrid]}
+    assert config_rows(mixed)[0] == ["read", "1", "AUTOTUNE (12)", "-"]   # what AUTOTUNE held
+    assert config_rows({**mixed, "history": []})[0][2] == "AUTOTUNE"
     assert [r[3] for r in history_rows(RECORD)] == ["ok", "ok", "oom"]
     fallback = dict(summary_rows({**RECORD, "source": "fallback", "reason": "it broke"}))
     assert fallback["fallback reason"] == "it broke"

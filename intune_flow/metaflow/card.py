@@ -10,6 +10,8 @@ import io
 import json
 from typing import Any
 
+from ..knobs import AUTOTUNE
+
 CARD_ID = "intune"
 CARD_TYPE = "blank"
 
@@ -60,14 +62,23 @@ def _gib(nbytes) -> str | None:
 
 def config_rows(record: dict) -> list[list[str]]:
     """``[knob, start, chosen, busy]`` per knob; busy: how busy the stage's calls were when
-    the chosen config was last measured (``-`` where the probe has no signal for it)."""
+    the chosen config was last measured (``-`` where the probe has no signal for it). A knob
+    left to AUTOTUNE reads "AUTOTUNE", with the value AUTOTUNE held in that measurement
+    where the probe read it."""
     chosen = record.get("config") or {}
     start = record.get("start_config") or {}
-    busy = next((m.get("stage_signals") or {} for m in reversed(record.get("history") or [])
+    last = next((m for m in reversed(record.get("history") or [])
                  if m.get("config") == chosen and m.get("status", "ok") == "ok"), {})
-    return [[name, _fmt(start.get(name)), _fmt(chosen.get(name)),
+    busy, held = last.get("stage_signals") or {}, last.get("autotune_choices") or {}
+    return [[name, _knob(start.get(name)), _knob(chosen.get(name), held.get(name)),
              f"{busy[name]:.0%}" if name in busy else "-"]
             for name in list(dict.fromkeys([*start, *chosen]))]
+
+
+def _knob(value, held=None) -> str:
+    if value == AUTOTUNE:
+        return "AUTOTUNE" if held is None else f"AUTOTUNE ({held})"
+    return _fmt(value)
 
 
 def history_rows(record: dict) -> list[list[str]]:
