@@ -127,11 +127,11 @@ class Walk:
         AUTOTUNE chose (None when the move is not open or leads to a visited config)."""
         if not can_autotune(knob, self.autotune):
             return None
-        cur = self.current.config
+        cur, chose = self.current.config, self.current.autotune_choices
         if cur[knob.name] != AUTOTUNE:
             value = AUTOTUNE
-        elif knob.name in self.current.autotune_choices:
-            value = knob.clamp(effective(self.space, self.current, self.cpu_budget)[knob.name])
+        elif knob.name in chose:
+            value = knob.clamp(chose[knob.name])
         else:
             value = self.handed.get(knob.name, effective(self.space, self.current,
                                                          self.cpu_budget)[knob.name])
