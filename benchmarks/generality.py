@@ -172,8 +172,28 @@ def render(data: dict) -> str:
             f"{len(data['cases'])} pipelines.", ""]
     table = md_table(["pipeline", "shape", "AUTOTUNE", *(f"tune {b:g} s" for b in budgets),
                       f"tune {budgets[-1]:g} s / AUTOTUNE", "best known", "targets"], rows)
-    return "\n".join(head) + "\n" + table + "\n\n![generality](benchmarks/results/" + (
-        "quick/" if meta["mode"] == "quick" else "") + "generality.png)\n\n"
+    plot_path = "benchmarks/results/" + ("quick/" if meta["mode"] == "quick" else "")
+    return ("\n".join(head) + "\n" + table + "\n\n" + hybrids(data)
+            + f"![generality]({plot_path}generality.png)\n\n")
+
+
+def hybrids(data: dict) -> str:
+    """A line naming the measured configs that mix AUTOTUNE with set knobs (tf.data), with
+    their share of the best known: where a hybrid wins, and where it does not."""
+    from intune_flow.knobs import AUTOTUNE
+    found = []
+    for c in data["cases"]:
+        for name, p in c["picks"].items():
+            values = set(p["config"].values())
+            # the AUTOTUNE baseline keeps a knob that rejects AUTOTUNE (a shuffle buffer) set
+            if name != "autotune" and AUTOTUNE in values and values != {AUTOTUNE}:
+                auto = sorted(k for k, v in p["config"].items() if v == AUTOTUNE)
+                found.append(f"{c['case']} {name} {p['ratio_to_best']:.2f} "
+                             f"({', '.join(auto)} at AUTOTUNE)")
+    if not found:
+        return ""
+    return ("Configs that mix AUTOTUNE with set knobs, as a share of the best known: "
+            + "; ".join(found) + ".\n\n")
 
 
 def plot(data: dict, path: Path) -> None:

@@ -123,3 +123,17 @@ def test_the_generality_grid_scales_every_stage_together():
     assert configs[-1]["b"] == 64 and configs[-1]["a"] == 8
     assert len({str(c) for c in configs}) == len(configs)
     assert all(c["p"] == 8 for c in configs)
+
+
+def test_the_generality_table_names_the_configs_that_mix_autotune_with_set_knobs():
+    from benchmarks import generality
+
+    def pick(config, ratio):
+        return {"config": config, "ratio_to_best": ratio}
+    data = {"cases": [{"case": "two", "picks": {
+        "autotune": pick({"a": -1, "shuffle": 64}, 0.5),        # the baseline: not a mix
+        "tune60": pick({"a": -1, "b": 4}, 1.0),
+        "grid": pick({"a": 4, "b": 4}, 0.9)}}]}
+    line = generality.hybrids(data)
+    assert "two tune60 1.00 (a at AUTOTUNE)" in line and "autotune" not in line.split(":")[1]
+    assert generality.hybrids({"cases": [{"case": "x", "picks": {"grid": pick({"a": 1}, 1)}}]}) == ""
