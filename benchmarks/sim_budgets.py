@@ -13,7 +13,8 @@ level, a lognormal sigma of 0.10, is about what 2-3 s probe windows read on a sh
 
 Each cell: median (p10) over all machines of the returned config's noise-free throughput
 over the oracle's, then the share of searches ending at >= 95% of the oracle, and the
-median measurements a search used (intune stops on its own when it converges).
+median measurements a search used (intune stops on its own when it converges). The
+``_tfdata`` rows run on a simulated tf.data, where a knob may be handed to AUTOTUNE.
 Writes benchmarks/results/sim_budgets.{json,md,png} and refreshes the table in
 benchmarks/README.md.
 """
@@ -30,7 +31,8 @@ import numpy as np
 from .common import RESULTS, md_table, replace_block, write_json
 from .sim_bench import CORES
 
-METHODS = ("intune", "random", "optuna")
+METHODS = ("intune", "random", "optuna", "intune_tfdata", "optuna_tfdata")
+"""``_tfdata``: on a simulated tf.data, where AUTOTUNE is a value per knob (sim_bench's TFDATA)."""
 BUDGETS = (10, 20, 40)
 NOISES = (None, 0.10)
 BENCH_README = Path(__file__).resolve().parent / "README.md"

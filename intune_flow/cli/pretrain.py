@@ -21,7 +21,7 @@ def register(sub):
                                    "moves onto the simulator's noise-free rewards; write the "
                                    "policy (safetensors), its "
                                    "provenance JSON, a training-curve PNG and the console log.")
-    p.add_argument("--steps", type=int, default=30_000, help="oracle-taught states to train on")
+    p.add_argument("--steps", type=int, default=45_000, help="oracle-taught states to train on")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(DEFAULT_OUT), help="policy file (.safetensors)")
     p.add_argument("--log-dir", default="benchmarks/pretrain",
