@@ -22,7 +22,14 @@ class TuningEnv(Protocol):
 
     def measure(self, config: Mapping[str, int]) -> Measurement: ...
 
-    # Optional: ``native_autotune = True`` says measuring ``space.autotune()`` runs the
-    # framework's own tuner (tf.data AUTOTUNE); intune then measures it once as a reference.
+    # Optional: ``native_autotune = True`` says AUTOTUNE values hand knobs to the
+    # framework's own tuner (tf.data AUTOTUNE): read it with :func:`has_native_autotune`.
 
     def clock(self) -> float: ...
+
+
+def has_native_autotune(env) -> bool:
+    """Whether ``env``'s framework has its own tuner (tf.data AUTOTUNE): intune then measures
+    all-AUTOTUNE once as a floor and a hybrid at its end, its agent may hand single knobs to
+    AUTOTUNE, and the black-box baselines sample AUTOTUNE as a value."""
+    return bool(getattr(env, "native_autotune", False))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..env import has_native_autotune
 from .baselines import BASELINES, RULES
 from .intune import VARIANTS, intune, load_policy
 from .tracker import BudgetSpent, SearchOutcome, Tracker
@@ -45,7 +46,7 @@ def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.
     tr = Tracker(env, method, budget_s, max_steps, make_progress(progress))
     given = start is not None
     start = env.space.validate(start if given else env.space.defaults())
-    if not (given and getattr(env, "native_autotune", False)):
+    if not (given and has_native_autotune(env)):
         start = env.space.concretize(start, env.cpu_budget)
     tr.emit("start", None, config=dict(start), budget_s=float(budget_s))
     tr.measure(start, start=True)

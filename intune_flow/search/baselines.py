@@ -6,6 +6,7 @@ import numpy as np
 
 from ..agent.moves import hybrid_autotune
 from ..agent.observation import can_autotune
+from ..env import has_native_autotune
 from ..knobs import AUTOTUNE, THREAD_KINDS
 from .tracker import BudgetSpent, Tracker
 
@@ -42,7 +43,7 @@ def heuristic(tr: Tracker, env, rng) -> None:
     base = env.space.concretize(env.space.defaults(), env.cpu_budget)
     cfg = {k.name: (k.clamp(c) if k.kind in THREAD_KINDS else base[k.name])
            for k in env.space}
-    hybrid = hybrid_autotune(env.space, cfg) if getattr(env, "native_autotune", False) else None
+    hybrid = hybrid_autotune(env.space, cfg) if has_native_autotune(env) else None
     fixed_configs(tr, [cfg] + ([hybrid] if hybrid else []))
 
 
@@ -76,7 +77,7 @@ def values(k, env) -> tuple[int, ...]:
     """The values a search samples for knob ``k``: its grid, and AUTOTUNE where the framework
     has its own tuner and the knob takes it (tf.data), as the agent's AUTOTUNE move can."""
     grid = k.grid()
-    return grid + (AUTOTUNE,) if can_autotune(k, getattr(env, "native_autotune", False)) else grid
+    return grid + (AUTOTUNE,) if can_autotune(k, has_native_autotune(env)) else grid
 
 
 def random_search(tr: Tracker, env, rng) -> None:

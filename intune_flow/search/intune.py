@@ -6,6 +6,7 @@ import numpy as np
 
 from ..agent.moves import bottleneck_action, hybrid_autotune, recover, rescaled, smart_start
 from ..agent.walk import Walk, config_key
+from ..env import has_native_autotune
 from .tracker import BudgetSpent, Tracker
 
 # When to stop: in the simulator, gains still come 10-20 measurements after the last one
@@ -70,7 +71,7 @@ def _intune(tr: Tracker, env, rng, *, policy_state, seed, continuous, learn,
     agent = DQNAgent(DQNConfig(**FINETUNE), state=policy_state, seed=seed)
     walk = Walk(env.space, tr.start, cpu_budget=env.cpu_budget, ram_budget=env.ram_budget,
                 plateau=_plateau(tr.start), accept=_plateau(tr.start) / 2,
-                autotune=_hybrid(env) > 0)
+                autotune=has_native_autotune(env))
     cores = env.cpu_budget
     # The last few measurements go to a second look at the best candidates and, where the
     # framework has its own tuner, to one hybrid config: the walk may not spend them, nor
@@ -187,13 +188,13 @@ def _measure_native_autotune(tr: Tracker, env) -> None:
     A short window can understate AUTOTUNE (it ramps up while running), so this is a
     floor, not a comparison; the walk does not start from it (its knobs have no value).
     """
-    if getattr(env, "native_autotune", False):
+    if has_native_autotune(env):
         tr.measure(env.space.autotune())
 
 
 def _hybrid(env) -> int:
     """1 where the search measures a hybrid config at its end (tf.data), else 0."""
-    return 1 if getattr(env, "native_autotune", False) else 0
+    return 1 if has_native_autotune(env) else 0
 
 
 def _measure_hybrid(tr: Tracker, env, walk: Walk) -> None:
