@@ -113,19 +113,21 @@ def render(data: dict) -> str:
     meta = data["meta"]
     get = {(c["steps"], c["method"]): c for c in data["sim"]}
     methods = meta["methods"]
-    rows = [[steps, *(f"{get[(steps, m)]['median']:.3f} ({get[(steps, m)]['p10']:.3f})"
-                      for m in methods)] for steps in meta["steps"]]
+
+    def sim_table(names) -> str:
+        rows = [[steps, *(f"{get[(steps, m)]['median']:.3f} ({get[(steps, m)]['p10']:.3f})"
+                          for m in names)] for steps in meta["steps"]]
+        return md_table(["measurements", *(LABELS[m] for m in names)], rows)
+
     out = [f"**Policy ablation** (`{meta['command']}`, {meta['machine']['date']}). Simulator: "
            f"returned config / oracle, median (p10), {meta['pipelines']} held-out pipelines on "
            f"each of {', '.join(map(str, meta['cores']))} cores, the simulator's own noise.", "",
-           md_table(["measurements", *(LABELS[m] for m in methods)], rows), ""]
+           sim_table(methods), ""]
     tfdata = [m for m in TFDATA_METHODS if any(c["method"] == m for c in data["sim"])]
     if tfdata:
-        rows = [[steps, *(f"{get[(steps, m)]['median']:.3f} ({get[(steps, m)]['p10']:.3f})"
-                          for m in tfdata)] for steps in meta["steps"]]
         out += ["The same pipelines on a simulated tf.data, where the agent may hand a knob to "
                 "AUTOTUNE (one more move per knob, for the policy and for the uniform choice):",
-                "", md_table(["measurements", *(LABELS[m] for m in tfdata)], rows), ""]
+                "", sim_table(tfdata), ""]
     if data["real"]:
         out += [f"Real reference pipelines on {meta['machine']['usable_cpus']} usable cores: "
                 f"each variant's config, median of {data['real'][0]['repeats']} interleaved "
