@@ -118,6 +118,47 @@ def shuffle_cache(knobs, n=1 << 13, batch_size=128):
     return ds.prefetch(knobs.buffer("prefetch", max=16))
 
 
+
+def _slow_get(key):
+    time.sleep(0.1)     # a 100 ms remote GET: waits, uses no CPU
+    return np.int64(key)
+
+
+def own_pool(knobs, n=1 << 20):
+    """100 ms GETs (numpy_function) and CPU string crosses; the factory sets its own
+    ``private_threadpool_size`` from its own knob, as the issue's first unseen pipeline did."""
+    import tensorflow as tf
+    ds = tf.data.Dataset.range(n)
+    ds = ds.map(lambda k: tf.numpy_function(_slow_get, [k], tf.int64),
+                num_parallel_calls=knobs.parallelism("get", max=128))
+    ds = ds.map(lambda k: tf.strings.to_hash_bucket_fast(tf.strings.join(
+        [tf.strings.as_string(k), "x", tf.strings.as_string(k % 7)]), 1 << 20),
+        num_parallel_calls=knobs.parallelism("cross", max=8))
+    ds = ds.prefetch(knobs.buffer("prefetch", max=64))
+    options = tf.data.Options()
+    options.threading.private_threadpool_size = knobs.threads("pool", max=256)
+    return ds.with_options(options)
+
+
+def prebatched_blocks(knobs, n=1 << 14, rows=1024, width=16):
+    """Elements are blocks of 1024 rows (a row group read whole: features and labels), no
+    ``batch()``: a decode and a normalize per block. Throughput counts rows."""
+    import tensorflow as tf
+
+    def read(i):
+        x = tf.random.stateless_uniform([rows, width], seed=tf.stack([i, 7]))
+        return {"dense": x, "label": tf.cast(x[:, 0] > 0.5, tf.float32)}
+
+    def normalize(e):
+        x = e["dense"]
+        x = (x - tf.reduce_mean(x, 0)) / (tf.math.reduce_std(x, 0) + 1e-6) + _heavy(x, 4)
+        return {"dense": x, "label": e["label"]}
+
+    ds = tf.data.Dataset.range(n).repeat()
+    ds = ds.map(read, num_parallel_calls=knobs.parallelism("read", max=16))
+    ds = ds.map(normalize, num_parallel_calls=knobs.parallelism("normalize", max=16))
+    return ds.prefetch(knobs.buffer("prefetch", max=32))
+
 # -- torch -----------------------------------------------------------------------------------
 
 def _get_item(i):
@@ -187,6 +228,8 @@ CASES = {c.name: c for c in (
     GenCase("two_maps", two_maps, "tf.data: two CPU-bound maps competing"),
     GenCase("py_function", py_function_stage, "tf.data: a tf.py_function (GIL) stage"),
     GenCase("latency_cpu", latency_and_cpu, "tf.data: 4 ms GETs + a CPU transform"),
+    GenCase("own_pool", own_pool, "tf.data: 100 ms GETs + string crosses, its own pool knob"),
+    GenCase("prebatched", prebatched_blocks, "tf.data: pre-batched 1024-row blocks, no batch()"),
     GenCase("memory", memory_tight, "tf.data: 256 KiB elements, RAM budget binds",
             ram_headroom_mib=160),
     GenCase("shuffle_cache", shuffle_cache, "tf.data: cache + shuffle buffer + augment"),

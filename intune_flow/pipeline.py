@@ -87,8 +87,10 @@ class PipelineDescription:
     ({} where the framework keeps none); ``records_stated``: the factory stated its
     records per element (``knobs.records_per_element``), so every element counts
     ``batch_size``; ``own_options``: options intune_flow would set that the factory sets
-    itself (so no implicit knob sets them); ``warnings``: what discovery found wrong with
-    the factory's knobs (a declared knob that changes nothing in the built dataset).
+    itself (so no implicit knob sets them); ``pool_knob``: the knob that sizes the
+    framework's shared thread pool (tf.data's private pool): the implicit ``threadpool``, or
+    the factory's own knob that sets the option, or None; ``warnings``: what discovery found
+    wrong with the factory's knobs (a declared knob that changes nothing in the built dataset).
     """
 
     framework: str
@@ -102,6 +104,7 @@ class PipelineDescription:
     adapter: Adapter = field(repr=False, compare=False)
     records_stated: bool = False
     own_options: dict = field(default_factory=dict)
+    pool_knob: str | None = None
     warnings: tuple[str, ...] = ()
 
 
@@ -195,12 +198,15 @@ class Pipeline:
         implicit = []
         own = adapter.own_options(ds)
         offered = adapter.implicit_knobs(ds)
+        pool_knob = self._own_pool_knob(adapter, own, knobs)
         if own:
-            self._log_own_options(own, knobs, adapter, offered)
+            self._log_own_options(own, pool_knob, adapter, offered)
         for knob in offered:
             if knob.name not in space:
                 space = space.with_knob(knob)
                 implicit.append(knob.name)
+        if adapter.POOL_KNOB in implicit:
+            pool_knob = adapter.POOL_KNOB
         stated = knobs.records
         spec = adapter.spec_schema(ds, None if stated is None else stated > 1)
         batch = adapter.batch_size(ds) if stated is None else stated
@@ -208,7 +214,8 @@ class Pipeline:
         desc = PipelineDescription(framework=adapter.FRAMEWORK, space=space,
                                    implicit=tuple(implicit), schema={}, fingerprint="",
                                    batched=False, batch_size=batch, stages={}, adapter=adapter,
-                                   records_stated=stated is not None, own_options=own)
+                                   records_stated=stated is not None, own_options=own,
+                                   pool_knob=pool_knob)
         if adapter.FRAMEWORK == "tf.data":   # torchdata replaces AUTOTUNE with values itself
             rejected = self._autotune_rejected(desc)
             if rejected:
@@ -227,15 +234,34 @@ class Pipeline:
         return replace(desc, schema=schema, batched=bool(batched), batch_size=batch,
                        fingerprint=fingerprint(adapter.FRAMEWORK, schema, desc.space))
 
-    def _log_own_options(self, own: dict, knobs: Knobs, adapter, offered) -> None:
+    def _own_pool_knob(self, adapter, own: dict, knobs: Knobs) -> str | None:
+        """The factory's own knob that sets the option sizing the framework's thread pool
+        (``adapter.POOL_OPTION``), or None: its knobs (``threads`` knobs first) are built at
+        another value, and the first one the option follows is it. Its busy share is then
+        measured like the implicit ``threadpool``'s, so the search sizes the pool the stages
+        run on (a pool left at 1 serializes every stage)."""
+        if adapter.POOL_OPTION is None or adapter.POOL_OPTION not in own:
+            return None
+        values = knobs.config
+        for knob in sorted(knobs.space, key=lambda k: k.kind != "threads"):
+            if knob.kind == "buffer" or knob.min == knob.max:
+                continue
+            other = knob.max if values[knob.name] != knob.max else knob.min
+            try:
+                ds, _ = self._call(Knobs({**values, knob.name: other}))
+            except (PipelineError, KnobError):
+                continue
+            if adapter.own_options(ds).get(adapter.POOL_OPTION) == other:
+                return knob.name
+        return None
+
+    def _log_own_options(self, own: dict, pool_knob: str | None, adapter, offered) -> None:
         """One line per option the factory sets itself that an implicit knob would set."""
         left_out = [k.name for k in adapter.implicit_knobs() if k.name not in
                     {o.name for o in offered}]
-        values = knobs.config
         for option, value in own.items():
-            mine = [k.name for k in knobs.space
-                    if k.kind == "threads" and values.get(k.name) == value]
-            by = f"knob {mine[0]!r}" if len(mine) == 1 else f"value {value}"
+            by = (f"knob {pool_knob!r}" if pool_knob and option == adapter.POOL_OPTION
+                  else f"value {value}")
             log.info("pipeline %s sets its own %s (%s); intune_flow adds no %s knob and leaves "
                      "the option as the factory sets it", self.name, option, by,
                      " or ".join(repr(n) for n in left_out) or "implicit")
@@ -394,7 +420,7 @@ class Pipeline:
         """Busy share (0..1) per knob between two snapshots ``seconds`` apart."""
         desc = self.describe()
         return desc.adapter.stage_signals(desc.stages, before, after, seconds, dict(config),
-                                          desc.implicit)
+                                          desc.pool_knob)
 
     def autotune_choices(self, snapshot, config: Mapping[str, int]) -> dict:
         """Knob -> the value the framework's AUTOTUNE held at ``snapshot``, for AUTOTUNE knobs."""

@@ -73,6 +73,24 @@ def test_an_implicit_pool_never_overrides_the_factorys(caplog):
     assert p.build({"pool": 9}).options().threading.private_threadpool_size == 9
 
 
+def test_the_factorys_own_pool_knob_is_measured_and_grown(blocks):
+    """The pool a factory sizes from its own knob gets the busy share the implicit pool gets:
+    one thread under eight blocking calls reads saturated, and the search grows it (before,
+    the knob had no signal, stayed at 1 and every GET waited for the one thread)."""
+    p = Pipeline.load(remote_crosses)
+    assert p.describe().pool_knob == "pool"
+    assert Pipeline.load(row_groups, paths=blocks).describe().pool_knob == "threadpool"
+    env = PipelineEnv(p, window_s=0.3, warmup_s=0.1)
+    base = {"get": 8, "cross": 1, "prefetch": 2, "unused": 1}
+    tight, roomy = env.measure({**base, "pool": 1}), env.measure({**base, "pool": 32})
+    assert tight.stage_signals["pool"] >= 0.9
+    assert roomy.stage_signals["pool"] < 0.5
+    out = run_search(PipelineEnv(p, window_s=0.3, warmup_s=0.1), "intune", budget_s=1e9,
+                     max_steps=4, seed=0, progress=False)
+    assert out.history[0].config["pool"] == 1
+    assert max(m.config["pool"] for m in out.history) >= 8
+
+
 def test_hybrid_autotune_is_measured_and_can_be_returned():
     p = Pipeline.load(remote_crosses)
     env = PipelineEnv(p, window_s=0.25, warmup_s=0.1)

@@ -18,6 +18,11 @@ class Adapter(Protocol):
     """``"tf.data"``, ``"torchdata"`` or ``"torch.utils.data"``."""
     LIST_IS_BATCH: bool
     """Whether a Python list the dataset yields is a batch of items."""
+    POOL_OPTION: str | None
+    """The option that sizes the framework's shared thread pool (tf.data:
+    ``private_threadpool_size``), None where there is none."""
+    POOL_KNOB: str | None
+    """The implicit knob that sets ``POOL_OPTION`` (tf.data: ``threadpool``)."""
 
     def is_dataset(self, obj: Any) -> bool:
         """True for a dataset of this framework (only if the framework is already imported)."""
@@ -57,8 +62,9 @@ class Adapter(Protocol):
         """The framework's per-stage timings so far (None where it keeps none)."""
 
     def stage_signals(self, stages: dict, before: Any, after: Any, seconds: float, config: dict,
-                      implicit: tuple[str, ...]) -> dict[str, float]:
-        """Busy share (0..1) per knob between two snapshots ``seconds`` apart."""
+                      pool_knob: str | None) -> dict[str, float]:
+        """Busy share (0..1) per knob between two snapshots ``seconds`` apart, and of the
+        thread pool that ``pool_knob`` sizes (None: no knob sizes one)."""
 
     def autotune_choices(self, stages: dict, after: Any, config: dict) -> dict[str, int]:
         """Knob -> the value the framework's AUTOTUNE held, for knobs left to AUTOTUNE."""

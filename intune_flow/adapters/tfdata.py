@@ -12,6 +12,8 @@ from .tfdata_stages import autotune_choices, snapshot  # noqa: F401 - part of th
 FRAMEWORK = "tf.data"
 LIST_IS_BATCH = False
 THREADPOOL = "threadpool"
+POOL_OPTION = "private_threadpool_size"
+POOL_KNOB = THREADPOOL
 
 
 def is_dataset(obj) -> bool:
@@ -34,7 +36,7 @@ def own_options(ds) -> dict:
         size = ds.options().threading.private_threadpool_size
     except Exception:  # noqa: BLE001 - a dataset without readable options sets none
         return {}
-    return {} if size is None else {"private_threadpool_size": int(size)}
+    return {} if size is None else {POOL_OPTION: int(size)}
 
 
 def prepare_config(space, config: dict, cpu_budget: float) -> dict:
@@ -100,9 +102,8 @@ def locate_stages(space, build_and_iterate) -> dict:
     return tfdata_stages.locate(space, space.defaults(), build_and_iterate)
 
 
-def stage_signals(stages, before, after, seconds, config, implicit) -> dict[str, float]:
-    return tfdata_stages.stage_signals(stages, before, after, seconds, config,
-                                       THREADPOOL if THREADPOOL in implicit else None)
+def stage_signals(stages, before, after, seconds, config, pool_knob) -> dict[str, float]:
+    return tfdata_stages.stage_signals(stages, before, after, seconds, config, pool_knob)
 
 
 _UNIQUE = re.compile(rb"[_:]\d+")

@@ -160,7 +160,7 @@ def locate(space: KnobSpace, base: dict, build_and_iterate) -> dict[str, list[tu
 def stage_signals(stages: dict, before: dict, after: dict, seconds: float,
                   config: dict, pool_knob: str | None) -> dict[str, float]:
     """Busy share (0..1) per located knob, and of the thread pool ``pool_knob`` (the
-    implicit ``threadpool``, when intune_flow applies it), over ``seconds``."""
+    implicit ``threadpool``, or the factory's own knob that sizes the pool), over ``seconds``."""
     if seconds <= 0 or not stages:
         return {}
     busy_calls = {}   # chain position -> average calls in flight

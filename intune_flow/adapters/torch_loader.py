@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import sys
 
-from .torchdata import (autotune_choices, build_signature, finalize,  # noqa: F401
+from .torchdata import (POOL_KNOB, POOL_OPTION, autotune_choices,  # noqa: F401
+                        build_signature, finalize,
                         implicit_knobs, locate_stages, own_options, prepare_config, snapshot,
                         spec_schema, stage_signals)
 

@@ -8,6 +8,8 @@ import sys
 
 FRAMEWORK = "torchdata"
 LIST_IS_BATCH = True     # a Batcher without a collate step yields a list of items
+POOL_OPTION = None       # no framework-wide thread pool: workers are per stage
+POOL_KNOB = None
 
 
 def _types():
@@ -73,7 +75,7 @@ def snapshot(it):
     return None
 
 
-def stage_signals(stages, before, after, seconds, config, implicit) -> dict[str, float]:
+def stage_signals(stages, before, after, seconds, config, pool_knob) -> dict[str, float]:
     return {}
 
 
