@@ -201,6 +201,11 @@ class Pipeline:
         pool_knob = self._own_pool_knob(adapter, own, knobs)
         if own:
             self._log_own_options(own, pool_knob, adapter, offered)
+        if pool_knob is not None and space[pool_knob].kind != "threads":
+            # It sizes a thread pool whatever the factory called it: the search treats it as
+            # one (never handed to AUTOTUNE with the stages, grown when the pool saturates).
+            space = KnobSpace(tuple(replace(k, kind="threads") if k.name == pool_knob else k
+                                    for k in space))
         for knob in offered:
             if knob.name not in space:
                 space = space.with_knob(knob)
@@ -421,6 +426,10 @@ class Pipeline:
         desc = self.describe()
         return desc.adapter.stage_signals(desc.stages, before, after, seconds, dict(config),
                                           desc.pool_knob)
+
+    def records_rate(self, before, after, seconds: float) -> float | None:
+        """Records/s under the output's batches between two snapshots (None: unknown)."""
+        return self.describe().adapter.records_rate(before, after, seconds)
 
     def autotune_choices(self, snapshot, config: Mapping[str, int]) -> dict:
         """Knob -> the value the framework's AUTOTUNE held at ``snapshot``, for AUTOTUNE knobs."""

@@ -22,7 +22,12 @@ and looks further ahead); the worker thread also reads RSS at element boundaries
 2 ms at most), so a starved sampler does not leave a leak unchecked. It stops early with
 ``"timeout"`` when no element arrives for ``timeout_s`` (a hung factory or stage),
 ``"error"`` when building or iterating raises, and ``"empty"`` when the dataset yields
-nothing. A finite dataset that ends before the window does is read again from the start,
+nothing. Elements slower than the window (a latency-bound stage at low parallelism under a
+large batch: one batch of 256 records of 100 ms GETs at parallelism 1 takes 26 s) are not
+waited for where the framework counts each stage's elements (tf.data): one ``window_s``
+after the warm-up, a probe that has seen fewer than ``MIN_ARRIVALS`` elements reports the
+records/s the stages under the last batch produced over that window, with stage signals
+over the same window, and abandons its worker thread (it stops after its element). A finite dataset that ends before the window does is read again from the start,
 epoch after epoch, as training reads it: the figure includes each epoch's start-up cost.
 A worker thread that hangs inside the framework cannot be interrupted from Python: it is
 abandoned (a daemon thread; it stops at its next element) and the caller gets the
@@ -48,6 +53,7 @@ from .resources import WorkerProcesses, current_rss, default_ram_budget, usable_
 
 SAMPLE_S = 0.025
 JOIN_S = 5.0  # how long to wait for the worker to let go of the pipeline after a stop
+MIN_ARRIVALS = 3  # fewer elements than this a window after the warm-up: measure the stages
 ELEMENT_CHECK_S = 0.002
 """The worker reads RSS at an element boundary when this long has passed since its last read."""
 GROWTH_SPAN_S = 0.1
@@ -130,6 +136,8 @@ class _Worker(threading.Thread):
         self.records = 0
         self.first_at: float | None = None
         self.first_n = 0
+        self.iterator = None            # the epoch's iterator, for the probe's own snapshots
+        self.iterating_at: float | None = None
         self.last_at = time.perf_counter()
         self.progress = (self.last_at, 0, 0)  # (time, elements, records), replaced atomically
         self.done = False       # iteration ended: an epoch yielded no element
@@ -140,7 +148,8 @@ class _Worker(threading.Thread):
         ds = it = None
         try:
             ds = self.pipeline.build(self.config)
-            it = self.pipeline.iterate(ds)
+            it = self.iterator = self.pipeline.iterate(ds)
+            self.iterating_at = time.perf_counter()
             in_epoch = 0
             checked = time.perf_counter()
             while not self.stop.is_set():
@@ -150,8 +159,8 @@ class _Worker(threading.Thread):
                     if in_epoch == 0:   # nothing at all, or an epoch that yields nothing
                         self.done = True
                         break
-                    it = None   # let the finished iterator go before the next one starts
-                    it = self._next_epoch(ds)
+                    it = self.iterator = None   # let the finished iterator go first
+                    it = self.iterator = self._next_epoch(ds)
                     in_epoch = 0
                     continue
                 in_epoch += 1
@@ -178,7 +187,7 @@ class _Worker(threading.Thread):
         except BaseException as exc:  # noqa: BLE001 - reported as status "error"
             self.error = exc
         finally:
-            it = ds = None  # noqa: F841 - release the framework's iterator in this thread
+            it = ds = self.iterator = None  # noqa: F841 - release the iterator in this thread
             self.pipeline = None
             self.finished.set()
 
@@ -215,6 +224,58 @@ class _Worker(threading.Thread):
             return self.pipeline.autotune_choices(self.snapshots[-1][1], self.config)
         except Exception:  # noqa: BLE001
             return {}
+
+
+class _SlowWatch:
+    """The probe's own stage snapshots, for outputs slower than its window: one a warm-up
+    after iteration starts, one a window later; only while fewer than ``MIN_ARRIVALS``
+    elements have arrived (an output fast enough to count switches it off)."""
+
+    def __init__(self, pipeline, config: dict, warmup_s: float, window_s: float,
+                 off: bool = False):
+        self.pipeline, self.config = pipeline, config
+        self.warmup_s, self.window_s = warmup_s, window_s
+        self.first: tuple[float, object] | None = None
+        self.off = off      # records per element stated by the factory: counted at the output
+
+    def poll(self, worker: _Worker, now: float) -> tuple[float, float, dict, dict] | None:
+        """(window start, records/s, stage signals, AUTOTUNE choices) once the window has
+        passed and the stages tell the rate; None meanwhile, and for good once they cannot."""
+        if self.off or worker.iterating_at is None:
+            return None
+        if worker.elements >= MIN_ARRIVALS:
+            self.off = True
+            return None
+        if self.first is None:
+            if now >= worker.iterating_at + self.warmup_s:
+                snap = self._snap(worker)
+                self.first = (now, snap) if snap is not None else None
+                self.off = snap is None
+            return None
+        t0, before = self.first
+        if now < t0 + self.window_s:
+            return None
+        self.off = True
+        after = self._snap(worker)
+        if after is None:
+            return None
+        try:
+            rate = self.pipeline.records_rate(before, after, now - t0)
+            if not rate:
+                return None
+            return (t0, rate, self.pipeline.stage_signals(before, after, now - t0, self.config),
+                    self.pipeline.autotune_choices(after, self.config))
+        except Exception:  # noqa: BLE001 - no estimate: the output is waited for
+            return None
+
+    def _snap(self, worker: _Worker):
+        it = worker.iterator
+        if it is None:
+            return None
+        try:
+            return self.pipeline.snapshot(it)
+        except Exception:  # noqa: BLE001 - signals are optional
+            return None
 
 
 def _trim_heap() -> None:
@@ -288,6 +349,8 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
     guard.peak = guard.reading()
     status, error = STATUS_OK, None
     processes = WorkerProcesses()
+    watch = _SlowWatch(pipeline, full, warmup_s, window_s, off=desc.records_stated)
+    slow = None
     worker.start()
     try:
         while True:
@@ -302,6 +365,9 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
                 break
             if worker.error is not None:
                 status, error = STATUS_ERROR, f"{type(worker.error).__name__}: {worker.error}"
+                break
+            slow = watch.poll(worker, now)
+            if slow is not None:
                 break
             end = worker.first_at + warmup_s + window_s if worker.first_at is not None else None
             if end is not None:
@@ -328,10 +394,13 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
                 break
     finally:
         worker.stop.set()
-    m = _summarize(full, samples, worker.first_at, worker.first_n, warmup_s, window_s,
-                   subwindows, cpu_budget)
+    if slow is not None:
+        m = _from_stages(full, samples, slow, desc, cpu_budget)
+    else:
+        m = _summarize(full, samples, worker.first_at, worker.first_n, warmup_s, window_s,
+                       subwindows, cpu_budget)
     m.status, m.error, m.peak_rss = status, error, int(guard.peak)
-    if status != STATUS_TIMEOUT:
+    if status != STATUS_TIMEOUT and slow is None:   # a slow worker is inside its element
         worker.finished.wait(JOIN_S)
     if status == STATUS_OK and worker.finished.is_set():
         m.stage_signals = dict(worker.stage_signals)
@@ -347,6 +416,23 @@ def _failed(config, status: str, error: str, started: float) -> Measurement:
     """The measurement of a probe whose pipeline could not even be described."""
     return Measurement(config=dict(config or {}), peak_rss=current_rss(), status=status,
                        error=error, seconds=time.perf_counter() - started)
+
+
+def _from_stages(config, samples, slow, desc, cpu_budget) -> Measurement:
+    """The measurement of a probe whose output was slower than its window: the records/s
+    the stages under the last batch produced (:class:`_SlowWatch`), CPU over that window,
+    in the unit the output is counted in (elements, where discovery found no batching)."""
+    t0, rate, signals, choices = slow
+    elements = float(rate) / max(1, desc.batch_size or 1)
+    records = float(rate) if desc.batched else elements
+    m = Measurement(config=dict(config), throughput=records, records_per_s=records,
+                    elements_per_s=elements, stage_signals=dict(signals),
+                    autotune_choices=dict(choices))
+    t1 = samples[-1][0]
+    if t1 > t0 and len(samples) >= 2:
+        cpu = _interp(samples, t1, 3) - _interp(samples, t0, 3)
+        m.cpu_util = float(cpu / ((t1 - t0) * cpu_budget))
+    return m
 
 
 def _summarize(config, samples, first_at, first_n, warmup_s, window_s, subwindows,

@@ -289,6 +289,39 @@ def test_a_finite_torchdata_node_is_read_again_and_a_one_shot_source_is_reported
     assert "ended after 8 element(s) and its next epoch yielded none" in one_shot.error
 
 
+def _slow_get(key):
+    time.sleep(0.03)        # a remote GET: waits, uses no CPU
+    return np.int64(key)
+
+
+def batched_gets(knobs, batch_size=512):
+    """30 ms GETs through numpy_function (unknown rank), then a large batch: at parallelism
+    1 one element takes 15 s, far longer than a probe's window."""
+    ds = tf.data.Dataset.range(10**9)
+    ds = ds.map(lambda k: tf.numpy_function(_slow_get, [k], tf.int64),
+                num_parallel_calls=knobs.parallelism("get", max=64))
+    ds = ds.batch(batch_size)
+    return ds.prefetch(knobs.buffer("prefetch", max=4))
+
+
+def test_elements_slower_than_the_window_are_measured_from_the_stages():
+    """Before, such a probe waited a whole element and reported 0 records/s with no signals
+    (or zeros), and discovery waited one element per tagging build: a 20 s tune of a 100 ms
+    GET pipeline under batch(256) ran 108 s and returned its start config."""
+    p = Pipeline.load(batched_gets)
+    desc = p.describe()
+    assert desc.batched and desc.batch_size == 512     # a batch of unknown-rank elements
+    assert p.schema() == {"0": {"dtype": "int64", "shape": [None]}}
+    slow = probe(batched_gets, {"get": 1, "prefetch": 1, "threadpool": 64}, window_s=0.5,
+                 warmup_s=0.1)
+    assert slow.ok and slow.seconds < 10.0          # one element takes 15 s
+    assert 10 <= slow.records_per_s <= 40           # ~33 records/s: rows, not batches
+    assert slow.stage_signals["get"] >= 0.8         # its one call is always busy
+    fast = probe(p, {"get": 32, "prefetch": 2, "threadpool": 64}, window_s=0.5,
+                 warmup_s=0.1)
+    assert fast.ok and fast.throughput > 4 * slow.throughput   # the same unit on both paths
+
+
 def test_bad_config_and_arguments_raise():
     with pytest.raises(KnobError, match="unknown knob"):
         probe(sleepy, {"raed": 2})

@@ -91,6 +91,26 @@ def test_the_factorys_own_pool_knob_is_measured_and_grown(blocks):
     assert max(m.config["pool"] for m in out.history) >= 8
 
 
+def parallelism_pool(knobs, n=100_000):
+    """A pool sized with a parallelism knob: it is a thread pool all the same."""
+    ds = tf.data.Dataset.range(n).map(lambda k: tf.numpy_function(_get, [k], tf.int64),
+                                      num_parallel_calls=knobs.parallelism("get", max=32))
+    options = tf.data.Options()
+    options.threading.private_threadpool_size = knobs.parallelism("pool", max=64)
+    return ds.with_options(options)
+
+
+def test_a_pool_sized_by_a_parallelism_knob_is_searched_as_a_pool():
+    from intune_flow.agent.moves import hybrid_autotune
+
+    p = Pipeline.load(parallelism_pool)
+    assert p.describe().pool_knob == "pool" and p.space["pool"].kind == "threads"
+    assert p.space["get"].kind == "parallelism"
+    hybrid = hybrid_autotune(p.space, {"get": 8, "pool": 16})
+    assert hybrid == {"get": AUTOTUNE, "pool": 16}     # the stages to AUTOTUNE, not the pool
+    assert p.build({"get": 8, "pool": 16}).options().threading.private_threadpool_size == 16
+
+
 def test_hybrid_autotune_is_measured_and_can_be_returned():
     p = Pipeline.load(remote_crosses)
     env = PipelineEnv(p, window_s=0.25, warmup_s=0.1)

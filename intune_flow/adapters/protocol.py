@@ -66,5 +66,9 @@ class Adapter(Protocol):
         """Busy share (0..1) per knob between two snapshots ``seconds`` apart, and of the
         thread pool that ``pool_knob`` sizes (None: no knob sizes one)."""
 
+    def records_rate(self, before: Any, after: Any, seconds: float) -> float | None:
+        """Records/s the stages feeding the output's batches produced between two snapshots
+        (None where the framework keeps no per-stage counts, or they do not tell)."""
+
     def autotune_choices(self, stages: dict, after: Any, config: dict) -> dict[str, int]:
         """Knob -> the value the framework's AUTOTUNE held, for knobs left to AUTOTUNE."""

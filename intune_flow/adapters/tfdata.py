@@ -7,7 +7,8 @@ import sys
 
 from ..knobs import AUTOTUNE, Knob
 from . import flatten, normalize_schema, tfdata_stages
-from .tfdata_stages import autotune_choices, snapshot  # noqa: F401 - part of the adapter API
+from .tfdata_stages import (autotune_choices, records_rate,  # noqa: F401 - adapter API
+                            snapshot)
 
 FRAMEWORK = "tf.data"
 LIST_IS_BATCH = False
@@ -61,15 +62,19 @@ def spec_schema(ds, batched: bool | None = None) -> tuple[dict, bool, int | None
     without ``drop_remainder``), equal the size of a ``batch()`` found in the graph, or,
     with no ``batch()``, are one static size above 1 shared by every leaf of a structure
     of several (an element that is a block of rows: a row group, an object; a lone
-    tensor stays one record, as a vector or an image is). ``batched`` (the factory stated
-    its records per element) overrides the guess."""
+    tensor stays one record, as a vector or an image is). A leaf of unknown rank (a
+    ``numpy_function``'s output) under a ``batch()`` has at least the batch dimension:
+    ``[None]``. ``batched`` (the factory stated its records per element) overrides the guess."""
+    size = batch_size(ds)
     leaves = []
     for name, spec in flatten(ds.element_spec):
         shape = getattr(spec, "shape", None)
-        dims = list(shape.as_list()) if shape is not None and shape.rank is not None else []
+        if shape is not None and shape.rank is not None:
+            dims = list(shape.as_list())
+        else:
+            dims = [None] if shape is not None and size is not None else []
         leaves.append((name, getattr(getattr(spec, "dtype", None), "name", str(spec)), dims))
     if batched is None:
-        size = batch_size(ds)
         leading = {dims[0] if dims else "scalar" for _, _, dims in leaves}
         block = (size is None and len(leaves) > 1 and len(leading) == 1
                  and isinstance(next(iter(leading)), int) and next(iter(leading)) > 1)

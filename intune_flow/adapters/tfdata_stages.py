@@ -23,6 +23,7 @@ that the node still carries the knob's value before trusting it.
 from __future__ import annotations
 
 import logging
+import threading
 
 from ..errors import describe_error
 from ..knobs import AUTOTUNE, Knob, KnobSpace
@@ -35,6 +36,12 @@ PARAMS = ("parallelism", "cycle_length")
 # does not time (measured: an interleave limiting the pipeline read as 30% busy), so an
 # interleave knob gets no signal rather than a misleading one.
 TIMED_OPS = ("ParallelMap", "MapAndBatch", "ParallelBatch", "ParallelFilter")
+BATCH_OPS = ("Batch", "MapAndBatch", "ParallelBatch", "PaddedBatch")
+FIRST_ELEMENT_S = 1.0
+"""How long a tagging build waits for its first element before reading the model anyway:
+the first call is what opens every op's input (a shuffle's too), and an element of a
+latency-bound pipeline at parallelism 1 can take far longer (256 records of 100 ms GETs:
+26 s)."""
 
 
 def _model(it):
@@ -69,16 +76,33 @@ def _params(node) -> dict[str, float]:
     return {p.name: float(p.state_value if p.tunable else p.value) for p in node.parameters}
 
 
-def snapshot(it) -> dict[int, tuple[int, dict[str, float], str]]:
-    """Chain position -> (processing ns so far, parameters, op name). Inputs beyond the
-    first (an interleave's open sub-iterators) count towards their node's time."""
+def snapshot(it) -> dict[int, tuple[int, dict[str, float], str, int]]:
+    """Chain position -> (processing ns so far, parameters, op name, elements produced so
+    far). Inputs beyond the first (an interleave's open sub-iterators) count towards their
+    node's time. Safe to take from another thread while the iterator is inside ``next()``."""
     proto = _model(it)
     out = {}
     for pos, node in enumerate(_chain(proto)):
         seen = {node.inputs[0]} if node.inputs else set()
         ns = int(node.processing_time) + sum(_subtree_ns(proto, i, seen) for i in node.inputs[1:])
-        out[pos] = (ns, _params(node), node.name)
+        out[pos] = (ns, _params(node), node.name, int(node.num_elements))
     return out
+
+
+def records_rate(before: dict, after: dict, seconds: float) -> float | None:
+    """Records/s the stages under the last batch op produced between two snapshots: a
+    pipeline's record rate while its batches are too slow to count at the output. None
+    without a batch op, or when that stage had produced nothing by ``before`` (it is still
+    starting: a shuffle buffer filling)."""
+    if seconds <= 0:
+        return None
+    batches = [pos for pos, s in after.items() if s[2].startswith(BATCH_OPS) and pos > 0]
+    if not batches:
+        return None
+    feed = max(batches) - 1
+    if feed not in before or feed not in after or before[feed][3] <= 0:
+        return None
+    return max(0, after[feed][3] - before[feed][3]) / seconds
 
 
 def tag_rounds(space: KnobSpace) -> list[list[Knob]]:
@@ -110,9 +134,22 @@ def tag_configs(group: list[Knob], base: dict, flip: bool = False) -> tuple[dict
 def _snapshot_of(build_and_iterate, config: dict) -> dict:
     it = build_and_iterate(config)
     try:
-        # Some ops (a shuffle) open their input only for the first element: without it the
+        # Some ops (a shuffle) open their input only on the first call: without it the
         # model ends there, and positions counted from the source would not match a probe's.
-        next(it, None)
+        # The call runs on a helper thread, so a slow first element is not waited for.
+        failure = []
+
+        def first():
+            try:
+                next(it, None)
+            except BaseException as exc:  # noqa: BLE001 - raised below, in the caller
+                failure.append(exc)
+
+        pull = threading.Thread(target=first, name="intune-flow-tag", daemon=True)
+        pull.start()
+        pull.join(FIRST_ELEMENT_S)
+        if failure:
+            raise failure[0]
         return snapshot(it)
     finally:
         del it
@@ -146,7 +183,7 @@ def locate(space: KnobSpace, base: dict, build_and_iterate) -> dict[str, list[tu
                 failed[group[0].name] = describe_error(error, limit=300)
             continue
         for k in group:
-            hits = [{(pos, p) for pos, (_, params, _) in snap.items()
+            hits = [{(pos, p) for pos, (_, params, *_) in snap.items()
                      for p in PARAMS if params.get(p) == config[k.name]}
                     for config, snap in zip(configs, snaps)]
             if hits[0] & hits[1]:
@@ -164,7 +201,7 @@ def stage_signals(stages: dict, before: dict, after: dict, seconds: float,
     if seconds <= 0 or not stages:
         return {}
     busy_calls = {}   # chain position -> average calls in flight
-    for pos, (ns, params, _) in after.items():
+    for pos, (ns, params, *_) in after.items():
         if pos in before and any(p in params for p in PARAMS):
             busy_calls[pos] = max(0, ns - before[pos][0]) / 1e9 / seconds
     out = {}
@@ -172,7 +209,7 @@ def stage_signals(stages: dict, before: dict, after: dict, seconds: float,
         value = config.get(name)
         shares = []
         for pos, param in where:
-            _, params, op = after.get(pos, (0, {}, ""))
+            _, params, op, _ = after.get(pos, (0, {}, "", 0))
             if pos not in busy_calls or not op.startswith(TIMED_OPS) or (
                     value != AUTOTUNE and params.get(param) != value):
                 shares = []     # the graph is not the one tagged: trust nothing for this knob

@@ -8,7 +8,8 @@ import sys
 
 from .torchdata import (POOL_KNOB, POOL_OPTION, autotune_choices,  # noqa: F401
                         build_signature, finalize,
-                        implicit_knobs, locate_stages, own_options, prepare_config, snapshot,
+                        implicit_knobs, locate_stages, own_options, prepare_config,
+                        records_rate, snapshot,
                         spec_schema, stage_signals)
 
 FRAMEWORK = "torch.utils.data"

@@ -79,5 +79,9 @@ def stage_signals(stages, before, after, seconds, config, pool_knob) -> dict[str
     return {}
 
 
+def records_rate(before, after, seconds) -> float | None:
+    return None  # no per-stage model: records are counted at the output only
+
+
 def autotune_choices(stages, after, config) -> dict[str, int]:
     return {}  # AUTOTUNE is resolved before the factory runs: the config holds the values
