@@ -129,6 +129,7 @@ class _Worker(threading.Thread):
         # Per-stage timings are snapshotted this long after the first element and at the end.
         self.snapshot_after = snapshot_after
         self.snapshots: list[tuple[float, object]] = []
+        self.stretches: list[tuple[float, object, object]] = []  # (seconds, before, after)
         self.stage_signals: dict[str, float] = {}
         self.autotune_choices: dict[str, int] = {}
         self.stop = threading.Event()
@@ -159,6 +160,8 @@ class _Worker(threading.Thread):
                     if in_epoch == 0:   # nothing at all, or an epoch that yields nothing
                         self.done = True
                         break
+                    if self.snapshots:
+                        self._close_stretch(it)
                     it = self.iterator = None   # let the finished iterator go first
                     it = self.iterator = self._next_epoch(ds)
                     in_epoch = 0
@@ -181,7 +184,8 @@ class _Worker(threading.Thread):
                         and now >= self.first_at + self.snapshot_after):
                     self._snapshot(it)
             if self.snapshots:
-                self._snapshot(it)
+                self._close_stretch(it)
+            if self.stretches:
                 self.stage_signals = self._signals()
                 self.autotune_choices = self._choices()
         except BaseException as exc:  # noqa: BLE001 - reported as status "error"
@@ -193,11 +197,20 @@ class _Worker(threading.Thread):
 
     def _next_epoch(self, ds):
         """A finite dataset ended: read it again, as training reads epochs (a new iterator,
-        with its start-up cost). Stage timings do not carry over to the new iterator, so a
-        probe whose window spans epochs after its first snapshot reports no signals."""
-        if self.snapshots:
-            self.snapshot_after, self.snapshots = None, []
+        with its start-up cost). Stage timings do not carry over to the new iterator: the
+        stretch on the old one was closed, and the next starts at the new epoch's first
+        element (its model is whole then); signals weigh the stretches by their length."""
         return self.pipeline.iterate(ds)
+
+    def _close_stretch(self, it) -> None:
+        """End the stretch the first snapshot began, on iterator ``it``."""
+        (t0, before), self.snapshots = self.snapshots[0], []
+        try:
+            after = self.pipeline.snapshot(it)
+        except Exception:  # noqa: BLE001 - this stretch tells nothing; others still may
+            return
+        if after is not None:
+            self.stretches.append((time.perf_counter() - t0, before, after))
 
     def _snapshot(self, it) -> None:
         try:
@@ -210,18 +223,22 @@ class _Worker(threading.Thread):
             self.snapshots.append((time.perf_counter(), snap))
 
     def _signals(self) -> dict:
-        """Per-stage busy shares between the two snapshots ({} without both)."""
-        if len(self.snapshots) != 2:
-            return {}
-        (t0, before), (t1, after) = self.snapshots
-        try:
-            return self.pipeline.stage_signals(before, after, t1 - t0, self.config)
-        except Exception:  # noqa: BLE001
-            return {}
+        """Per-stage busy shares over the stretches, each weighed by its seconds ({} when
+        none could be read)."""
+        busy, seconds = {}, {}
+        for length, before, after in self.stretches:
+            try:
+                signals = self.pipeline.stage_signals(before, after, length, self.config)
+            except Exception:  # noqa: BLE001
+                continue
+            for name, share in signals.items():
+                busy[name] = busy.get(name, 0.0) + share * length
+                seconds[name] = seconds.get(name, 0.0) + length
+        return {name: busy[name] / seconds[name] for name in busy if seconds[name] > 0}
 
     def _choices(self) -> dict:
         try:
-            return self.pipeline.autotune_choices(self.snapshots[-1][1], self.config)
+            return self.pipeline.autotune_choices(self.stretches[-1][2], self.config)
         except Exception:  # noqa: BLE001
             return {}
 
