@@ -81,6 +81,10 @@ def test_generality_pipelines_all_build_with_their_knobs(tmp_path):
         p = Pipeline.load(case.factory, **kwargs[name])
         assert len(p.space) >= 2, name
         frameworks.add(p.framework)
+        if name == "own_pool":      # the first unseen shape: its own pool knob
+            assert p.describe().pool_knob == "pool" and "threadpool" not in p.space
+        if name == "prebatched":    # elements that are 1024-row blocks count their rows
+            assert p.describe().batched and p.batch_size == 1024
     assert frameworks == {"tf.data", "torchdata", "torch.utils.data"}
 
 
