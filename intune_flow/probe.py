@@ -27,8 +27,10 @@ large batch: one batch of 256 records of 100 ms GETs at parallelism 1 takes 26 s
 waited for where the framework counts each stage's elements (tf.data): one ``window_s``
 after the warm-up, a probe that has seen fewer than ``MIN_ARRIVALS`` elements reports the
 records/s the stages under the last batch produced over that window, with stage signals
-over the same window, and abandons its worker thread (it stops after its element). A finite dataset that ends before the window does is read again from the start,
-epoch after epoch, as training reads it: the figure includes each epoch's start-up cost.
+over the same window, and abandons its worker thread (it stops after its element). A
+finite dataset that ends before the window does is read again from the start, epoch after
+epoch, as training reads it: the figure includes each epoch's start-up cost, and stage
+signals weigh each epoch's stretch of the window by its length.
 A worker thread that hangs inside the framework cannot be interrupted from Python: it is
 abandoned (a daemon thread; it stops at its next element) and the caller gets the
 ``"timeout"`` measurement. After each probe the iterator and dataset are dropped and
