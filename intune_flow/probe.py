@@ -56,6 +56,10 @@ from .resources import WorkerProcesses, current_rss, default_ram_budget, usable_
 SAMPLE_S = 0.025
 JOIN_S = 5.0  # how long to wait for the worker to let go of the pipeline after a stop
 MIN_ARRIVALS = 3  # fewer elements than this a window after the warm-up: measure the stages
+STRETCH_GAP_S = 0.25
+"""A finite dataset's next stretch of stage readings starts at least this long after the
+last one closed: each reading costs about a millisecond, and epochs of a few milliseconds
+read at each boundary would slow the pipeline being measured."""
 ELEMENT_CHECK_S = 0.002
 """The worker reads RSS at an element boundary when this long has passed since its last read."""
 GROWTH_SPAN_S = 0.1
@@ -132,6 +136,7 @@ class _Worker(threading.Thread):
         self.snapshot_after = snapshot_after
         self.snapshots: list[tuple[float, object]] = []
         self.stretches: list[tuple[float, object, object]] = []  # (seconds, before, after)
+        self.next_stretch_at = 0.0
         self.stage_signals: dict[str, float] = {}
         self.autotune_choices: dict[str, int] = {}
         self.stop = threading.Event()
@@ -183,7 +188,8 @@ class _Worker(threading.Thread):
                     if self.guard.check():
                         break       # over the RAM budget: stop pulling (the sampler reports it)
                 if (self.snapshot_after is not None and not self.snapshots
-                        and now >= self.first_at + self.snapshot_after):
+                        and now >= max(self.first_at + self.snapshot_after,
+                                       self.next_stretch_at)):
                     self._snapshot(it)
             if self.snapshots:
                 self._close_stretch(it)
@@ -207,18 +213,14 @@ class _Worker(threading.Thread):
     def _close_stretch(self, it) -> None:
         """End the stretch the first snapshot began, on iterator ``it``."""
         (t0, before), self.snapshots = self.snapshots[0], []
-        try:
-            after = self.pipeline.snapshot(it)
-        except Exception:  # noqa: BLE001 - this stretch tells nothing; others still may
-            return
+        after = _read_stages(self.pipeline, it)   # None: this stretch tells nothing
+        now = time.perf_counter()
+        self.next_stretch_at = now + STRETCH_GAP_S
         if after is not None:
-            self.stretches.append((time.perf_counter() - t0, before, after))
+            self.stretches.append((now - t0, before, after))
 
     def _snapshot(self, it) -> None:
-        try:
-            snap = self.pipeline.snapshot(it)
-        except Exception:  # noqa: BLE001 - signals are optional; throughput is not
-            snap = None
+        snap = _read_stages(self.pipeline, it)
         if snap is None:
             self.snapshot_after, self.snapshots = None, []
         else:
@@ -289,12 +291,16 @@ class _SlowWatch:
 
     def _snap(self, worker: _Worker):
         it = worker.iterator
-        if it is None:
-            return None
-        try:
-            return self.pipeline.snapshot(it)
-        except Exception:  # noqa: BLE001 - signals are optional
-            return None
+        return None if it is None else _read_stages(self.pipeline, it)
+
+
+def _read_stages(pipeline, it):
+    """The framework's per-stage readings of iterator ``it``; None where it keeps none or
+    the reading fails (signals are optional; throughput is not)."""
+    try:
+        return pipeline.snapshot(it)
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def _trim_heap() -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import NamedTuple
 
 from ..errors import describe_error
 from ..knobs import AUTOTUNE, Knob, KnobSpace
@@ -76,16 +77,25 @@ def _params(node) -> dict[str, float]:
     return {p.name: float(p.state_value if p.tunable else p.value) for p in node.parameters}
 
 
-def snapshot(it) -> dict[int, tuple[int, dict[str, float], str, int]]:
-    """Chain position -> (processing ns so far, parameters, op name, elements produced so
-    far). Inputs beyond the first (an interleave's open sub-iterators) count towards their
-    node's time. Safe to take from another thread while the iterator is inside ``next()``."""
+class NodeReading(NamedTuple):
+    """One model node at a snapshot."""
+
+    ns: int             # processing time so far (an interleave's open inputs included)
+    params: dict        # parameter name -> the value the op runs with
+    op: str             # the node's name: its op, e.g. "ParallelMapV2"
+    elements: int       # elements it has produced so far
+
+
+def snapshot(it) -> dict[int, NodeReading]:
+    """Chain position -> :class:`NodeReading`. Inputs beyond the first (an interleave's open
+    sub-iterators) count towards their node's time. Safe to take from another thread while
+    the iterator is inside ``next()``."""
     proto = _model(it)
     out = {}
     for pos, node in enumerate(_chain(proto)):
         seen = {node.inputs[0]} if node.inputs else set()
         ns = int(node.processing_time) + sum(_subtree_ns(proto, i, seen) for i in node.inputs[1:])
-        out[pos] = (ns, _params(node), node.name, int(node.num_elements))
+        out[pos] = NodeReading(ns, _params(node), node.name, int(node.num_elements))
     return out
 
 
@@ -96,13 +106,13 @@ def records_rate(before: dict, after: dict, seconds: float) -> float | None:
     starting: a shuffle buffer filling)."""
     if seconds <= 0:
         return None
-    batches = [pos for pos, s in after.items() if s[2].startswith(BATCH_OPS) and pos > 0]
+    batches = [pos for pos, n in after.items() if n.op.startswith(BATCH_OPS) and pos > 0]
     if not batches:
         return None
     feed = max(batches) - 1
-    if feed not in before or feed not in after or before[feed][3] <= 0:
+    if feed not in before or feed not in after or before[feed].elements <= 0:
         return None
-    return max(0, after[feed][3] - before[feed][3]) / seconds
+    return max(0, after[feed].elements - before[feed].elements) / seconds
 
 
 def tag_rounds(space: KnobSpace) -> list[list[Knob]]:
@@ -183,8 +193,8 @@ def locate(space: KnobSpace, base: dict, build_and_iterate) -> dict[str, list[tu
                 failed[group[0].name] = describe_error(error, limit=300)
             continue
         for k in group:
-            hits = [{(pos, p) for pos, (_, params, *_) in snap.items()
-                     for p in PARAMS if params.get(p) == config[k.name]}
+            hits = [{(pos, p) for pos, node in snap.items() for p in PARAMS
+                     if node.params.get(p) == config[k.name]}
                     for config, snap in zip(configs, snaps)]
             if hits[0] & hits[1]:
                 stages[k.name] = sorted(hits[0] & hits[1])
@@ -201,20 +211,20 @@ def stage_signals(stages: dict, before: dict, after: dict, seconds: float,
     if seconds <= 0 or not stages:
         return {}
     busy_calls = {}   # chain position -> average calls in flight
-    for pos, (ns, params, *_) in after.items():
-        if pos in before and any(p in params for p in PARAMS):
-            busy_calls[pos] = max(0, ns - before[pos][0]) / 1e9 / seconds
+    for pos, node in after.items():
+        if pos in before and any(p in node.params for p in PARAMS):
+            busy_calls[pos] = max(0, node.ns - before[pos].ns) / 1e9 / seconds
     out = {}
     for name, where in stages.items():
         value = config.get(name)
         shares = []
         for pos, param in where:
-            _, params, op, _ = after.get(pos, (0, {}, "", 0))
-            if pos not in busy_calls or not op.startswith(TIMED_OPS) or (
-                    value != AUTOTUNE and params.get(param) != value):
+            node = after.get(pos, NodeReading(0, {}, "", 0))
+            if pos not in busy_calls or not node.op.startswith(TIMED_OPS) or (
+                    value != AUTOTUNE and node.params.get(param) != value):
                 shares = []     # the graph is not the one tagged: trust nothing for this knob
                 break
-            width = params.get("parallelism") or params.get("cycle_length") or 1.0
+            width = node.params.get("parallelism") or node.params.get("cycle_length") or 1.0
             shares.append(busy_calls[pos] / max(width, 1.0))
         if shares:
             out[name] = min(1.0, max(shares))
@@ -231,7 +241,7 @@ def autotune_choices(stages: dict, after: dict, config: dict) -> dict[str, int]:
     for name, where in stages.items():
         if config.get(name) != AUTOTUNE:
             continue
-        values = {after[pos][1].get(param) for pos, param in where if pos in after}
+        values = {after[pos].params.get(param) for pos, param in where if pos in after}
         values.discard(None)
         if len(values) == 1:
             out[name] = int(values.pop())
