@@ -22,6 +22,7 @@ _ENV = {
     "METAFLOW_DATASTORE_SYSROOT_LOCAL": _ROOT / "metaflow_datastore",
     "METAFLOW_CARD_LOCALROOT": _ROOT / "metaflow_cards",
     "MPLCONFIGDIR": _ROOT / "mpl",
+    "TORCHINDUCTOR_CACHE_DIR": _ROOT / "torchinductor",
     "XDG_CACHE_HOME": _ROOT / "xdg_cache",
     "XDG_CONFIG_HOME": _ROOT / "xdg_config",
     "XDG_DATA_HOME": _ROOT / "xdg_data",

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from ..errors import IntuneError
+from ..homes import fill_unset, library_homes
 
 FLOWS = {False: ("nightly_retrain.py", "NightlyRetrainFlow"),
          True: ("nightly_retrain_torch.py", "NightlyRetrainTorchFlow")}
@@ -71,14 +72,10 @@ def demo_env(home: Path, environ: dict | None = None) -> tuple[dict, Path | None
         "METAFLOW_DATASTORE_SYSROOT_LOCAL": str(home / "metaflow"),
         "METAFLOW_CLIENT_CACHE_PATH": str(home / "metaflow_client"),
         "METAFLOW_CARD_LOCALROOT": str(home / "metaflow" / "mf.cards"),
-        "MPLCONFIGDIR": str(home / "matplotlib"),
-        "KERAS_HOME": str(home / "keras"),
-        "TORCHINDUCTOR_CACHE_DIR": str(home / "torchinductor"),  # else /tmp/torchinductor_<user>
+        **library_homes(home),
         "TF_CPP_MIN_LOG_LEVEL": "2",
     }
-    for key, value in defaults.items():
-        if not env.get(key):
-            env[key] = value
+    fill_unset(env, defaults)
     demo_cache = None
     if not env.get("INTUNE_FLOW_CACHE"):
         demo_cache = home / "policy-cache"
