@@ -11,7 +11,9 @@ obvious, so the policy spends its measurements on what they do not:
 * :func:`recover`: the memory guard for a start that does not run;
 * :func:`rescaled`: a config carried to a machine with another core count;
 * :func:`hybrid_autotune`: a static config with its parallelism handed to the framework's
-  own tuner (tf.data AUTOTUNE), its pool and buffers kept.
+  own tuner (tf.data AUTOTUNE), its pool and buffers kept;
+* :func:`pool_capped`: that hybrid with its pool grown, when AUTOTUNE ran a stage at the
+  pool's size on an idle CPU.
 
 Functions that measure take the :class:`~intune_flow.agent.walk.Walk` and a
 ``measure(config) -> Measurement`` and move the walk through :meth:`Walk.jump`
@@ -160,6 +162,30 @@ def hybrid_autotune(space: KnobSpace, config: dict) -> dict | None:
     if cfg == {k.name: config[k.name] for k in space} or cfg == space.autotune():
         return None
     return cfg
+
+
+def pool_capped(space: KnobSpace, m: Measurement) -> dict | None:
+    """``m``'s config with its thread pools grown when AUTOTUNE was held back by them: a
+    stage at AUTOTUNE ran as many calls as the pool has threads (tf.data caps a stage's
+    parallelism at its runner pool) while the CPU was below ``BUSY_CPU``, so its calls wait
+    on something else (a remote GET) and more of them would pay. Each static pool grows by
+    the CPU's headroom (:func:`cpu_headroom`), at least double, up to its maximum. None when
+    nothing was capped or no pool can grow."""
+    if not m.ok or m.cpu_util >= BUSY_CPU or not m.autotune_choices:
+        return None
+    pools = [k for k in space if k.kind == "threads" and m.config[k.name] != AUTOTUNE]
+    if not pools:
+        return None
+    smallest = min(m.config[k.name] for k in pools)
+    capped = any(m.config[k.name] == AUTOTUNE and int(m.autotune_choices.get(k.name, 0)) >= smallest
+                 for k in space if k.kind == "parallelism")
+    if not capped:
+        return None
+    grow = max(2.0, cpu_headroom(m.cpu_util))
+    cfg = dict(m.config)
+    for k in pools:
+        cfg[k.name] = _snap_up(k, m.config[k.name] * grow)
+    return cfg if cfg != m.config else None
 
 
 def bottleneck_action(space: KnobSpace, m: Measurement, mask) -> int | None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..agent.moves import bottleneck_action, hybrid_autotune, recover, rescaled, smart_start
+from ..agent.moves import (bottleneck_action, hybrid_autotune, pool_capped, recover, rescaled,
+                           smart_start)
 from ..agent.walk import Walk, config_key
 from ..env import has_native_autotune
 from .tracker import BudgetSpent, Tracker
@@ -193,22 +194,30 @@ def _measure_native_autotune(tr: Tracker, env) -> None:
 
 
 def _hybrid(env) -> int:
-    """1 where the search measures a hybrid config at its end (tf.data), else 0."""
-    return 1 if has_native_autotune(env) else 0
+    """Measurements kept for the hybrid configs at the search's end: none without a framework
+    tuner, one on tf.data, two where a thread pool may also grow (:func:`_measure_hybrid`)."""
+    if not has_native_autotune(env):
+        return 0
+    return 2 if any(k.kind == "threads" for k in env.space) else 1
 
 
 def _measure_hybrid(tr: Tracker, env, walk: Walk) -> None:
     """Where the framework has its own tuner, measure the walk's best with its parallelism
     handed to it (:func:`~intune_flow.agent.moves.hybrid_autotune`) once: AUTOTUNE's run-time
-    re-balancing with the pool and buffers the walk found can beat both. Like every
-    measurement it can become the best, and the end-of-search re-measure looks at it again."""
+    re-balancing with the pool and buffers the walk found can beat both. When the pool held
+    AUTOTUNE back (:func:`~intune_flow.agent.moves.pool_capped`), the hybrid with a larger
+    pool is measured too. Like every measurement they can become the best, and the
+    end-of-search re-measure looks at them again."""
     if not _hybrid(env) or not walk.best.ok:
         return
     cfg = hybrid_autotune(env.space, walk.best.config)
     if cfg is None:
         return
     try:
-        tr.measure(cfg)
+        m = tr.measure(cfg)
+        grown = pool_capped(env.space, m)
+        if grown is not None:
+            tr.measure(grown)
     except BudgetSpent:
         pass
 

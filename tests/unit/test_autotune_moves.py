@@ -134,3 +134,29 @@ def test_a_start_given_keeps_its_autotune_values_where_the_framework_has_autotun
     env = SimEnv(pipe, seed=0, native_autotune=True)
     out = run_search(env, "ones", budget_s=1e9, progress=False)
     assert AUTOTUNE not in out.history[0].config.values()
+
+
+def test_a_pool_that_caps_autotune_on_an_idle_cpu_grows():
+    """AUTOTUNE ran the read at the pool's 16 threads with the CPU mostly idle: the pool is
+    what holds it back, so the follow-up grows it (to the CPU's headroom, at least double);
+    a busy CPU, a stage below the pool, or a pool at its maximum get no follow-up."""
+    from intune_flow.agent.moves import pool_capped
+    from intune_flow.measurement import Measurement
+
+    p = _io_pipeline(cores=4)
+    env = SimEnv(p, seed=0, native_autotune=True)
+    hybrid = {"read": AUTOTUNE, "map": AUTOTUNE, "prefetch": 2, "pool": 16}
+    m = env.measure(hybrid)
+    assert m.autotune_choices["read"] == 16 and m.cpu_util < 0.8
+    grown = pool_capped(p.space, m)
+    assert grown == {**hybrid, "pool": grown["pool"]} and grown["pool"] >= 32
+    assert env.measure(grown).throughput > 1.5 * m.throughput
+
+    def reading(cpu, read_at, pool=16):
+        return Measurement(config={**hybrid, "pool": pool}, throughput=1.0, cpu_util=cpu,
+                           autotune_choices={"read": read_at, "map": 2})
+    assert pool_capped(p.space, reading(0.3, 16)) is not None
+    assert pool_capped(p.space, reading(0.95, 16)) is None      # the CPU is the limit
+    assert pool_capped(p.space, reading(0.3, 9)) is None        # AUTOTUNE stopped below it
+    assert pool_capped(p.space, reading(0.3, 256, pool=256)) is None   # nothing to grow
+
