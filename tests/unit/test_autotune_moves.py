@@ -160,3 +160,22 @@ def test_a_pool_that_caps_autotune_on_an_idle_cpu_grows():
     assert pool_capped(p.space, reading(0.3, 9)) is None        # AUTOTUNE stopped below it
     assert pool_capped(p.space, reading(0.3, 256, pool=256)) is None   # nothing to grow
 
+
+
+def test_the_end_of_the_search_grows_a_pool_that_caps_the_hybrid():
+    """The walk's best holds a 16-thread pool: the hybrid runs the read at 16 calls, so the
+    end of the search measures it again with a larger pool, and that one becomes the best."""
+    from intune_flow.search.intune import _measure_hybrid
+    from intune_flow.search.tracker import Tracker
+
+    p = _io_pipeline(cores=4)
+    env = SimEnv(p, seed=0, native_autotune=True)
+    tr = Tracker(env, "intune", budget_s=1e9, max_steps=None, progress=lambda ev: None)
+    start = tr.measure({"read": 16, "map": 2, "prefetch": 2, "pool": 16}, start=True)
+    walk = Walk(p.space, start, cpu_budget=4, ram_budget=p.ram_budget, autotune=True)
+    _measure_hybrid(tr, env, walk)
+    hybrid, grown = tr.history[1:]
+    assert hybrid.config == {"read": AUTOTUNE, "map": AUTOTUNE, "prefetch": 2, "pool": 16}
+    assert grown.config["pool"] > 16 and grown.config["read"] == AUTOTUNE
+    assert tr.best is grown and grown.throughput > 2 * hybrid.throughput
+    assert hybrid.throughput >= start.throughput
