@@ -194,11 +194,10 @@ def _measure_native_autotune(tr: Tracker, env) -> None:
 
 
 def _hybrid(env) -> int:
-    """Measurements kept for the hybrid configs at the search's end: none without a framework
-    tuner, one on tf.data, two where a thread pool may also grow (:func:`_measure_hybrid`)."""
-    if not has_native_autotune(env):
-        return 0
-    return 2 if any(k.kind == "threads" for k in env.space) else 1
+    """1 where the search measures a hybrid config at its end (tf.data), else 0. The hybrid
+    with a grown pool (:func:`_measure_hybrid`) is not kept for: it fires on few pipelines, so
+    it takes one of the re-measures' measurements when it does, not a walk step from all."""
+    return 1 if has_native_autotune(env) else 0
 
 
 def _measure_hybrid(tr: Tracker, env, walk: Walk) -> None:
