@@ -161,7 +161,6 @@ def test_a_pool_that_caps_autotune_on_an_idle_cpu_grows():
     assert pool_capped(p.space, reading(0.3, 256, pool=256)) is None   # nothing to grow
 
 
-
 def test_the_end_of_the_search_grows_a_pool_that_caps_the_hybrid():
     """The walk's best holds a 16-thread pool: the hybrid runs the read at 16 calls, so the
     end of the search measures it again with a larger pool, and that one becomes the best."""
