@@ -1,9 +1,8 @@
 """Allocation heuristics around the policy's single-knob moves, kept apart from the MDP (walk.py).
 
 They read per-stage signals and CPU utilization and propose what the signals make
-obvious, so the policy spends its measurements on what they do not:
+obvious in whole-config jumps; the single-knob moves after them are the policy's:
 
-* :func:`bottleneck_action`: raise the most saturated stage before asking the policy;
 * :func:`smart_start`: whole-allocation jumps, by signals (:func:`rebalanced`) or, without
   them, by scaling every stage together (:func:`scaled`); both deepen one-element buffers
   (:func:`buffered`); after scaling, a pool grown far past the cores of a busy CPU is cut
@@ -27,7 +26,6 @@ import math
 
 from ..knobs import AUTOTUNE, THREAD_KINDS, KnobSpace
 from ..measurement import Measurement
-from .observation import action_index
 
 REBALANCE_ROUNDS = 3
 HEADROOM = 1.5
@@ -186,24 +184,6 @@ def pool_capped(space: KnobSpace, m: Measurement) -> dict | None:
     for k in pools:
         cfg[k.name] = _snap_up(k, m.config[k.name] * grow)
     return cfg if cfg != m.config else None
-
-
-def bottleneck_action(space: KnobSpace, m: Measurement, mask) -> int | None:
-    """The up-move of ``m``'s most saturated stage (or pool) if ``mask`` leaves it open.
-
-    The one move per-stage signals make obvious, taken before asking the policy;
-    buffers have no signal and never count, nor does a knob at AUTOTUNE (``mask`` closes
-    its up-move). Action indices are the walk's (:func:`~.observation.action_index`).
-    """
-    sig = m.stage_signals or {}
-    best = None
-    for i, k in enumerate(space):
-        u = sig.get(k.name)
-        up = action_index(i, 1)
-        if (k.kind in THREAD_KINDS and u is not None and u >= SATURATED
-                and mask[up] and (best is None or u > best[0])):
-            best = (u, up)
-    return None if best is None else best[1]
 
 
 def explained(space: KnobSpace, m: Measurement) -> bool:

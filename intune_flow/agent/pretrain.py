@@ -11,7 +11,7 @@ import torch
 
 from ..sim import SimEnv, oracle, sample_pipeline
 from .dqn import DQNAgent, DQNConfig, linear_schedule
-from .moves import bottleneck_action, recover, smart_start
+from .moves import recover, smart_start
 from .teacher import TargetBuffer, fit, move_targets
 from .walk import Walk
 
@@ -46,9 +46,9 @@ def run_episode(agent: DQNAgent, env: SimEnv, start: dict, *, epsilon: float = 0
                 heuristics: bool = True, max_steps: int = EPISODE_STEPS,
                 buffer: TargetBuffer | None = None, on_state=None) -> Walk:
     """One walk of at most ``max_steps`` measurements, moved as online search moves it: the
-    memory guard, then (with ``heuristics``) the smart start and the bottleneck move before
-    each of the policy's choices (epsilon-greedy). Every state where the policy chooses
-    goes into ``buffer`` with its oracle targets (:func:`~.teacher.move_targets`)."""
+    memory guard, then (with ``heuristics``) the smart start, then the policy's choices
+    (epsilon-greedy). Every state where the policy chooses goes into ``buffer`` with its
+    oracle targets (:func:`~.teacher.move_targets`)."""
     walk = Walk(env.space, env.measure(start), cpu_budget=env.cpu_budget,
                 ram_budget=env.ram_budget, max_steps=max_steps, autotune=env.native_autotune)
     if not walk.current.ok:
@@ -62,13 +62,11 @@ def run_episode(agent: DQNAgent, env: SimEnv, start: dict, *, epsilon: float = 0
         if not mask[:-1].any():
             break
         decisions += 1
-        action = bottleneck_action(walk.space, walk.current, mask) if heuristics else None
-        if action is None:
-            if buffer is not None:
-                buffer.add(obs, mask, move_targets(walk, env))
-                if on_state is not None:
-                    on_state()
-            action = agent.act(obs, mask, explore=epsilon > 0, epsilon=epsilon)
+        if buffer is not None:
+            buffer.add(obs, mask, move_targets(walk, env))
+            if on_state is not None:
+                on_state()
+        action = agent.act(obs, mask, explore=epsilon > 0, epsilon=epsilon)
         walk.step(action, env.measure)
     return walk
 

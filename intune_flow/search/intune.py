@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..agent.moves import (bottleneck_action, hybrid_autotune, pool_capped, recover, rescaled,
-                           smart_start)
+from ..agent.moves import hybrid_autotune, pool_capped, recover, rescaled, smart_start
 from ..agent.walk import Walk, config_key
 from ..env import has_native_autotune
 from .tracker import BudgetSpent, Tracker
@@ -21,11 +20,11 @@ FINETUNE = dict(lr=1e-4, batch_size=16, buffer_size=4096, eps_start=0.0, eps_end
 """DQN settings for online fine-tuning: gentle, small batches, no exploration, one-step
 targets (the measured reward of a move: the scale pretraining taught, :mod:`~intune_flow.agent.teacher`)."""
 VARIANTS = {
-    "shipped": "intune as shipped: smart start, AUTOTUNE floor, bottleneck moves, then the policy",
+    "shipped": "intune as shipped: smart start, AUTOTUNE floor, then the policy's moves",
     "uniform": "the same search with the policy's choices replaced by a uniform choice among "
                "the legal single-knob moves, AUTOTUNE moves included (heuristics kept; no "
                "stop action, no learning)",
-    "bare": "the policy alone: no smart start, AUTOTUNE floor, bottleneck moves or hybrid "
+    "bare": "the policy alone: no smart start, AUTOTUNE floor or hybrid "
             "config (the memory guard and the end-of-search re-measure kept)",
 }
 """Ablation variants of the search (``run_search(..., variant=)``, ``benchmarks.ablation``):
@@ -160,16 +159,16 @@ def _act(agent, walk: Walk, obs, mask, *, ending: bool, variant: str = "shipped"
          rng=None) -> tuple[int | None, str | None]:
     """(action, None), or (None, why the walk ends): "converged" when no move is open, after
     ``PATIENCE`` measurements without gain or when the policy stops; "budget" when ``ending``.
-    The bottleneck move comes first unless ``variant`` is "bare"; "uniform" picks the policy's
-    share of the moves uniformly among the open single-knob moves instead."""
+    The policy chooses every single-knob move (the stage signals are in its observation:
+    it raises a saturated stage where that pays); "uniform" picks uniformly among the open
+    single-knob moves instead."""
     if not mask[:-1].any() or walk.since_improvement >= PATIENCE:
         return None, "converged"
     if ending:
         return None, "budget"
-    action = bottleneck_action(walk.space, walk.current, mask) if variant != "bare" else None
-    if action is None and variant == "uniform":
+    if variant == "uniform":
         action = int(rng.choice(np.flatnonzero(mask[:-1])))
-    elif action is None:
+    else:
         action = agent.act(obs, mask)
     if action == len(mask) - 1:
         return None, "converged"

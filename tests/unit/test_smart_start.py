@@ -105,26 +105,6 @@ def test_simulator_env_has_no_native_autotune():
     assert not any(AUTOTUNE in m.config.values() for m in out.history)
 
 
-def test_the_walk_raises_the_most_saturated_stage_before_asking_the_policy():
-    import numpy as np
-
-    from intune_flow.agent.moves import bottleneck_action
-    from intune_flow.agent.observation import MOVES, action_index
-    from intune_flow.agent.walk import Walk
-    from intune_flow.measurement import Measurement
-
-    cfg = {"read": 4, "map": 4, "prefetch": 2, "pool": 8}
-    start = Measurement(config=cfg, throughput=1.0, cpu_util=0.5,
-                        stage_signals={"read": 0.95, "map": 0.3, "prefetch": 1.0, "pool": 0.99})
-    walk = Walk(SPACE, start, cpu_budget=8, ram_budget=1 << 40)
-    mask = np.ones(len(MOVES) * len(SPACE) + 1, dtype=bool)
-    assert walk.decode(bottleneck_action(SPACE, start, mask)) == ("pool", 1)  # buffers never count
-    mask[action_index(SPACE.names.index("pool"), 1)] = False               # pool-up already tried
-    assert walk.decode(bottleneck_action(SPACE, start, mask)) == ("read", 1)
-    calm = Measurement(config=cfg, throughput=1.0, stage_signals={"read": 0.5, "map": 0.3})
-    assert bottleneck_action(SPACE, calm, mask) is None
-
-
 def test_with_exact_signals_the_agent_nearly_reaches_the_oracle_in_the_simulator():
     ratios = []
     for i in range(8):
