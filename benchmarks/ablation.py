@@ -8,8 +8,8 @@ Variants of the same search (``run_search(..., variant=)``, :data:`intune_flow.s
 
 * ``intune`` (a): as shipped;
 * ``intune:uniform`` (b): the policy's choices replaced by a uniform choice among the legal
-  single-knob moves, the smart start, AUTOTUNE floor and bottleneck moves kept;
-* ``intune:bare`` (c): the policy alone, without the smart start, bottleneck moves and jumps;
+  single-knob moves, the smart start, AUTOTUNE floor and hybrids kept;
+* ``intune:bare`` (c): the policy alone, without the smart start, AUTOTUNE floor and hybrids;
 * ``random`` and ``optuna`` (d): black-box search on the same budget;
 * (a) and (b) once more on a simulated tf.data (:data:`TFDATA_METHODS`), where handing a knob
   to AUTOTUNE is one more move.
