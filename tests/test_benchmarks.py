@@ -145,3 +145,26 @@ def test_sim_budgets_scores_each_method_at_each_budget_and_refreshes_its_block(t
     assert "stale" not in text and text.startswith("before") and text.endswith("after\n")
     assert "Noise: sigma 0.10" in text and "| 6 |" in text
     assert (tmp_path / "sim_budgets.png").stat().st_size > 1000
+
+
+def test_policy_compare_scores_a_policy_on_the_selection_split_only(monkeypatch, capsys):
+    from benchmarks import policy_compare
+    monkeypatch.setattr(policy_compare, "PIPELINES", range(200, 202))
+    monkeypatch.setattr(policy_compare, "CORES", (8,))
+    monkeypatch.setattr(policy_compare, "STEPS", (3,))
+    seen = []
+    import intune_flow.sim as sim
+    real = sim.sample_pipeline
+
+    def spy(split, index, **kw):
+        seen.append((split, index))
+        return real(split, index, **kw)
+
+    monkeypatch.setattr(sim, "sample_pipeline", spy)
+    assert policy_compare.main(["default"]) == 0
+    rows = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| default")]
+    assert len(rows) == len(policy_compare.PROBES)
+    for row in rows:
+        median, p10, mean = (float(x) for x in row.strip("|").split("|")[3:6])
+        assert 0 < p10 <= median <= 1.0 + 1e-9 and 0 < mean <= 1.0 + 1e-9
+    assert {s for s, _ in seen} == {"test"} and {i for _, i in seen} == {200, 201}
