@@ -6,9 +6,9 @@
 Each policy runs intune's search on the "test" seed stream's pipelines 200-229 on 8, 32 and
 128 cores (pretraining's held-out checks use pipelines 0-23 of that stream; the benchmarks
 score the "eval" stream), with per-stage signals, without them, and on a simulated tf.data,
-at 10 and 20 measurements. Prints median / p10 / mean of the returned config's noise-free throughput
-over the oracle's. This is how a retrained policy is compared with the shipped one before
-it replaces it (docs/tuner.md, "Pretraining").
+at 10 and 20 measurements. Prints median / p10 / mean of the returned config's noise-free
+throughput over the oracle's. This is how a retrained policy is compared with the shipped
+one before it replaces it (docs/tuner.md, "Pretraining").
 """
 
 from __future__ import annotations
