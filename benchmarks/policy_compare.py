@@ -21,24 +21,17 @@ import numpy as np
 PIPELINES = range(200, 230)
 CORES = (8, 32, 128)
 STEPS = (10, 20)
-PROBES = {"signals": {"signals": True}, "no signals": {"signals": False},
-          "tf.data": {"native_autotune": True}}
+PROBES = {"signals": "intune", "no signals": "intune_nosignals", "tf.data": "intune_tfdata"}
+"""Probe kinds and the :mod:`benchmarks.sim_bench` row that runs intune on each."""
 
 
-def score(policy: dict, steps: int, probe: dict) -> np.ndarray:
-    """best/oracle of intune with ``policy`` on every selection pipeline."""
-    from intune_flow.search import run_search
-    from intune_flow.sim import SimEnv, oracle, sample_pipeline
-    out = []
-    for cores in CORES:
-        for i in PIPELINES:
-            pipe = sample_pipeline("test", i, cores=cores)
-            _, best = oracle(SimEnv(pipe, seed=0))
-            env = SimEnv(pipe, seed=i, **probe)
-            res = run_search(env, "intune", budget_s=1e12, max_steps=steps, seed=i,
-                             progress=False, policy_state=policy, learn=True)
-            out.append(env.true_throughput(res.best.config) / best if best > 0 else 1.0)
-    return np.asarray(out)
+def score(policy: dict, steps: int) -> dict[str, np.ndarray]:
+    """best/oracle of intune with ``policy`` on every selection pipeline, per probe kind."""
+    from . import sim_bench
+    data = sim_bench.run(len(PIPELINES), CORES, tuple(PROBES.values()), steps=steps,
+                         log=lambda *_: None, split="test", first=PIPELINES[0], policy=policy)
+    return {probe: np.array([r["ratio"] for r in data["rows"] if r["method"] == method])
+            for probe, method in PROBES.items()}
 
 
 def main(argv=None) -> int:
@@ -54,8 +47,7 @@ def main(argv=None) -> int:
     for name in args.policies:
         policy = load_default_policy() if name == "default" else load_policy(name)
         for steps in STEPS:
-            for probe, opts in PROBES.items():
-                r = score(policy, steps, opts)
+            for probe, r in score(policy, steps).items():
                 print(f"| {name} | {probe} | {steps} | {np.median(r):.3f} | "
                       f"{np.percentile(r, 10):.3f} | {r.mean():.3f} |", flush=True)
     return 0

@@ -54,9 +54,11 @@ def env_options(name: str) -> dict:
 
 
 def run(pipelines: int, cores_list=CORES, methods=METHODS, steps: int = STEPS, seed: int = 0,
-        log=print, noise: float | None = None) -> dict:
-    """Every method on held-out pipelines; ``noise`` replaces each pipeline's own
-    measurement noise (a lognormal sigma) when given."""
+        log=print, noise: float | None = None, split: str = "eval", first: int = 0,
+        policy: dict | None = None) -> dict:
+    """Every method on held-out pipelines ``first`` .. ``first + pipelines - 1`` of the
+    simulator's ``split`` seed stream; ``noise`` replaces each pipeline's own measurement
+    noise (a lognormal sigma) when given; ``policy`` replaces the shipped policy."""
     import dataclasses
 
     import torch
@@ -65,12 +67,14 @@ def run(pipelines: int, cores_list=CORES, methods=METHODS, steps: int = STEPS, s
     from intune_flow.search import run_search
     from intune_flow.sim import SimEnv, oracle, sample_pipeline
 
-    policy = load_default_policy()
+    shipped = policy is None
+    if shipped:
+        policy = load_default_policy()
     rows = []
     t0 = time.time()
     for cores in cores_list:
-        for i in range(pipelines):
-            pipe = sample_pipeline("eval", i, cores=cores)
+        for i in range(first, first + pipelines):
+            pipe = sample_pipeline(split, i, cores=cores)
             if noise is not None:
                 pipe = dataclasses.replace(pipe, noise=noise)
             probe = SimEnv(pipe, seed=0)
@@ -98,7 +102,8 @@ def run(pipelines: int, cores_list=CORES, methods=METHODS, steps: int = STEPS, s
     return {"rows": rows, "summary": summarize(rows), "meta": {
         "pipelines_per_core_count": pipelines, "steps": steps, "seed": seed, "noise": noise,
         "cores": list(cores_list), "methods": list(methods),
-        "policy": default_policy_provenance(),
+        "policy": default_policy_provenance() if shipped else "given to run()",
+        "split": split, "first_pipeline": first,
         "command": "python -m benchmarks.sim_bench" + (" --quick" if pipelines < 50 else ""),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "python": platform.python_version(), "wall_s": round(time.time() - t0, 1)}}
