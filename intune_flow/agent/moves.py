@@ -6,7 +6,8 @@ obvious in whole-config jumps; the single-knob moves after them are the policy's
 * :func:`smart_start`: whole-allocation jumps, by signals (:func:`rebalanced`) or, without
   them, by scaling every stage together (:func:`scaled`); both deepen one-element buffers
   (:func:`buffered`); after scaling, a pool grown far past the cores of a busy CPU is cut
-  back once (:func:`pool_trimmed`);
+  back once (:func:`pool_trimmed`), and when scaling did not pay on an idle CPU the scaled
+  stages are tried on a one-thread pool (:func:`pool_serialized`: GIL contention);
 * :func:`recover`: the memory guard for a start that does not run;
 * :func:`rescaled`: a config carried to a machine with another core count;
 * :func:`hybrid_autotune`: a static config with its parallelism handed to the framework's
@@ -235,8 +236,9 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
     Parallelism and pool sizes go up by ``factor`` per round; when a round does
     not improve, the pool is cut back to the cores if the CPU is busy
     (:func:`trim_pool`) and one half-size step (``sqrt(factor)``) is tried from the
-    best. If the very first rounds fail (the start is already over-provisioned), the
-    stages are scaled down instead. Each jump is one measurement; an OOM is
+    best. If the very first round fails, the half-size stages are tried on a one-thread
+    pool when the CPU is idle (:func:`uncontend`), then, if that fails too (the start is
+    already over-provisioned), the stages are scaled down. Each jump is one measurement; an OOM is
     abandoned like any other.
     """
     if not walk.best.ok:
@@ -255,11 +257,43 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
         if cfg is not None:
             walk.jump(cfg, measure)
         if i == 0 and walk.best is before:
+            uncontend(walk, measure, half)
+        if i == 0 and walk.best is before:
             cfg = scaled(walk.space, walk.best.config, 1 / half)
             if cfg is not None:
                 walk.jump(cfg, measure)
         return
     trim_pool(walk, measure)
+
+
+def pool_serialized(space: KnobSpace, m: Measurement, factor: float) -> dict | None:
+    """``m``'s config with its stages scaled by ``factor`` and every static thread pool at
+    its minimum, when ``m`` left the CPU below ``BUSY_CPU``; None when there is no pool to cut
+    or nothing changes.
+
+    A pipeline that leaves the CPU idle and gets no faster with more calls and threads is
+    held by contention, not capacity: a Python stage (``tf.py_function``, a
+    ``numpy_function`` that does not release the GIL) serializes on the GIL, and every
+    pool thread that runs it adds lock hand-offs. One pool thread runs that work without
+    them while the stages' parallelism keeps calls in flight behind it.
+    """
+    if not m.ok or m.cpu_util >= BUSY_CPU:
+        return None
+    pools = [k for k in space if k.kind == "threads" and m.config[k.name] != AUTOTUNE]
+    if not pools:
+        return None
+    cfg = scaled(space, m.config, factor) or dict(m.config)
+    for k in pools:
+        cfg[k.name] = k.min
+    return cfg if cfg != m.config else None
+
+
+def uncontend(walk, measure, factor: float) -> None:
+    """One jump to the best config's stages scaled with its pool cut to one thread
+    (:func:`pool_serialized`): scaling stages and pool together did not pay on an idle CPU."""
+    cfg = pool_serialized(walk.space, walk.best, factor)
+    if cfg is not None:
+        walk.jump(cfg, measure)
 
 
 def pool_trimmed(space: KnobSpace, m: Measurement, cores: float) -> dict | None:

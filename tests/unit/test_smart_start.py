@@ -212,3 +212,62 @@ def test_a_jump_at_least_as_big_as_a_config_that_ran_out_of_memory_is_not_measur
     assert walk.jump({"read": 8, "map": 32, "prefetch": 2, "pool": 16}, measure) is not None
     assert walk.jump({"read": AUTOTUNE, "map": 32, "prefetch": 2, "pool": 16}, measure) is not None
     assert len(measured) == 2
+
+
+def test_an_idle_cpu_that_scaling_did_not_help_tries_the_stages_on_a_one_thread_pool():
+    from intune_flow.agent.moves import pool_serialized
+    from intune_flow.measurement import Measurement
+    cfg = {"read": 1, "map": 1, "prefetch": 1, "pool": 2}
+    idle = Measurement(config=cfg, throughput=1.0, cpu_util=0.6)
+    assert pool_serialized(SPACE, idle, 2) == {"read": 2, "map": 2, "prefetch": BUFFER_FLOOR,
+                                               "pool": 1}
+    # A busy CPU is short of capacity, not held by contention; no pool, nothing to cut.
+    assert pool_serialized(SPACE, Measurement(config=cfg, throughput=1.0, cpu_util=0.9), 2) is None
+    no_pool = KnobSpace(tuple(k for k in SPACE if k.kind != "threads"))
+    idle_no_pool = Measurement(config={"read": 1, "map": 1, "prefetch": 1}, cpu_util=0.6)
+    assert pool_serialized(no_pool, idle_no_pool, 2) is None
+    # An AUTOTUNE pool is the framework's: left alone.
+    auto = Measurement(config={**cfg, "pool": AUTOTUNE}, throughput=1.0, cpu_util=0.6)
+    assert pool_serialized(SPACE, auto, 2) is None
+
+
+class GilBoundEnv:
+    """A Python stage serialized on the GIL (the shape of benchmarks.generality's py_function):
+    more pool threads only add lock hand-offs, so scaling stages and pool together loses and
+    so does either single move from the start; stages with calls in flight on a one-thread
+    pool run 1.7x the start. The CPU stays idle throughout."""
+
+    native_autotune = False
+    cpu_budget, ram_budget = 2, 1 << 30
+
+    def __init__(self, busy=False):
+        self.space, self.t, self.busy = SPACE, 0.0, busy
+
+    def clock(self):
+        return self.t
+
+    def measure(self, config):
+        from intune_flow.measurement import Measurement
+        self.t += 1.0
+        parallel = min(config["read"], config["map"]) >= 2
+        if config["pool"] == 1:
+            rate = 1700.0 if parallel else 950.0
+        else:
+            rate = 850.0 if parallel else 1000.0
+        return Measurement(config=dict(config), throughput=rate, seconds=1.0,
+                           cpu_util=0.95 if self.busy else 0.55)
+
+
+def test_the_smart_start_escapes_gil_contention_through_a_one_thread_pool():
+    start = {"read": 1, "map": 1, "prefetch": 1, "pool": 2}
+    out = run_search(GilBoundEnv(), "intune", start=start, budget_s=1e9, max_steps=12, seed=0,
+                     progress=False)
+    assert out.best.config["pool"] == 1 and min(out.best.config["read"], out.best.config["map"]) >= 2
+    # It is the smart start's jump, right after scaling up failed (AUTOTUNE floor: none here).
+    first = [m.config for m in out.history[:5]]
+    assert {"read": 2, "map": 2, "prefetch": BUFFER_FLOOR, "pool": 1} in first
+    # On a busy CPU the same failure means no capacity: no such jump in the smart start.
+    busy = run_search(GilBoundEnv(busy=True), "intune", start=start, budget_s=1e9, max_steps=4,
+                      seed=0, progress=False)
+    assert all(m.config["pool"] != 1 or min(m.config["read"], m.config["map"]) < 2
+               for m in busy.history)
