@@ -7,7 +7,7 @@ and on real machines every measurement is seconds of the trainer's time. The sec
 level, a lognormal sigma of 0.10, is about what 2-3 s probe windows read on a shared
 2-core machine (the real-pipeline runs see 10-20% spreads).
 
-    python -m benchmarks.sim_budgets                 # 50 pipelines x 8-128 cores, ~5 min
+    python -m benchmarks.sim_budgets                 # 50 pipelines x 8-128 cores, ~13 min
     python -m benchmarks.sim_budgets --pipelines 10  # a quick look, into results/quick/
     python -m benchmarks.sim_budgets --render        # re-render from sim_budgets.json
 
