@@ -262,7 +262,8 @@ def test_the_smart_start_escapes_gil_contention_through_a_one_thread_pool():
     start = {"read": 1, "map": 1, "prefetch": 1, "pool": 2}
     out = run_search(GilBoundEnv(), "intune", start=start, budget_s=1e9, max_steps=12, seed=0,
                      progress=False)
-    assert out.best.config["pool"] == 1 and min(out.best.config["read"], out.best.config["map"]) >= 2
+    best = out.best.config
+    assert best["pool"] == 1 and min(best["read"], best["map"]) >= 2
     # It is the smart start's jump, right after scaling up failed (AUTOTUNE floor: none here).
     first = [m.config for m in out.history[:5]]
     assert {"read": 2, "map": 2, "prefetch": BUFFER_FLOOR, "pool": 1} in first
