@@ -163,6 +163,11 @@ def hybrid_autotune(space: KnobSpace, config: dict) -> dict | None:
     return cfg
 
 
+def static_pools(space: KnobSpace, config: dict) -> list:
+    """The thread-pool knobs ``config`` sets itself (not handed to AUTOTUNE)."""
+    return [k for k in space if k.kind == "threads" and config[k.name] != AUTOTUNE]
+
+
 def pool_capped(space: KnobSpace, m: Measurement) -> dict | None:
     """``m``'s config with its thread pools grown when AUTOTUNE was held back by them: a
     stage at AUTOTUNE ran as many calls as the pool has threads (tf.data caps a stage's
@@ -172,7 +177,7 @@ def pool_capped(space: KnobSpace, m: Measurement) -> dict | None:
     nothing was capped or no pool can grow."""
     if not m.ok or m.cpu_util >= BUSY_CPU or not m.autotune_choices:
         return None
-    pools = [k for k in space if k.kind == "threads" and m.config[k.name] != AUTOTUNE]
+    pools = static_pools(space, m.config)
     if not pools:
         return None
     smallest = min(m.config[k.name] for k in pools)
@@ -258,8 +263,7 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
             walk.jump(cfg, measure)
         if i == 0 and walk.best is before:
             uncontend(walk, measure, half)
-        if i == 0 and walk.best is before:
-            cfg = scaled(walk.space, walk.best.config, 1 / half)
+            cfg = scaled(walk.space, walk.best.config, 1 / half) if walk.best is before else None
             if cfg is not None:
                 walk.jump(cfg, measure)
         return
@@ -279,7 +283,7 @@ def pool_serialized(space: KnobSpace, m: Measurement, factor: float) -> dict | N
     """
     if not m.ok or m.cpu_util >= BUSY_CPU:
         return None
-    pools = [k for k in space if k.kind == "threads" and m.config[k.name] != AUTOTUNE]
+    pools = static_pools(space, m.config)
     if not pools:
         return None
     cfg = scaled(space, m.config, factor) or dict(m.config)
@@ -289,8 +293,9 @@ def pool_serialized(space: KnobSpace, m: Measurement, factor: float) -> dict | N
 
 
 def uncontend(walk, measure, factor: float) -> None:
-    """One jump to the best config's stages scaled with its pool cut to one thread
-    (:func:`pool_serialized`): scaling stages and pool together did not pay on an idle CPU."""
+    """One jump to the best config's stages scaled with its pools at their minimum, one
+    thread (:func:`pool_serialized`): scaling stages and pool together did not pay on an
+    idle CPU."""
     cfg = pool_serialized(walk.space, walk.best, factor)
     if cfg is not None:
         walk.jump(cfg, measure)
