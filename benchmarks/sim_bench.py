@@ -241,9 +241,12 @@ def main(argv=None) -> int:
     ap.add_argument("--methods", nargs="*", default=list(METHODS))
     ap.add_argument("--render", action="store_true", help="only re-render from sim.json")
     ap.add_argument("--out", default=None,
-                    help="JSON path (default results/sim.json; --quick: results/quick/sim.json)")
+                    help="JSON path, or a directory to write sim.json into (default "
+                         "results/sim.json; --quick: results/quick/sim.json)")
     args = ap.parse_args(argv)
     out = Path(args.out or (RESULTS / "quick" / "sim.json" if args.quick else RESULTS / "sim.json"))
+    if out.is_dir() or out.suffix != ".json":
+        out = out / "sim.json"  # like the other benchmarks' --out, which name a directory
     default = out.resolve() == (RESULTS / "sim.json").resolve()
     if args.render:
         write_outputs(json.loads(out.read_text()), out.parent, update_doc=default)

@@ -168,3 +168,17 @@ def test_policy_compare_scores_a_policy_on_the_selection_split_only(monkeypatch,
         median, p10, mean = (float(x) for x in row.strip("|").split("|")[3:6])
         assert 0 < p10 <= median <= 1.0 + 1e-9 and 0 < mean <= 1.0 + 1e-9
     assert {s for s, _ in seen} == {"test"} and {i for _, i in seen} == {200, 201}
+
+
+def test_sim_bench_out_may_name_a_directory_and_leaves_the_docs_alone(tmp_path):
+    import json
+
+    from benchmarks import sim_bench
+
+    doc = sim_bench.DOC.read_text()
+    assert sim_bench.main(["--pipelines", "1", "--cores", "8", "--methods", "intune", "random",
+                           "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "sim.json").read_text())
+    assert data and (tmp_path / "sim.md").read_text().startswith("# Simulated machines")
+    assert "| intune |" in (tmp_path / "sim.md").read_text()
+    assert sim_bench.DOC.read_text() == doc
