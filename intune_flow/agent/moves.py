@@ -241,10 +241,11 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
     Parallelism and pool sizes go up by ``factor`` per round; when a round does
     not improve, the pool is cut back to the cores if the CPU is busy
     (:func:`trim_pool`) and one half-size step (``sqrt(factor)``) is tried from the
-    best. If the very first round fails, the half-size stages are tried on a one-thread
-    pool when the CPU is idle (:func:`uncontend`), then, if that fails too (the start is
-    already over-provisioned), the stages are scaled down. Each jump is one measurement; an OOM is
-    abandoned like any other.
+    best. If that fails too, the half-size stages are tried on a one-thread pool when the
+    CPU is idle (:func:`uncontend`), after any round: a noisy window can keep a first round
+    that did not really pay. If the very first round and all of that fail (the start is
+    already over-provisioned), the stages are scaled down. Each jump is one measurement; an
+    OOM is abandoned like any other.
     """
     if not walk.best.ok:
         return
@@ -261,9 +262,10 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
         cfg = scaled(walk.space, walk.best.config, half)
         if cfg is not None:
             walk.jump(cfg, measure)
-        if i == 0 and walk.best is before:
+        if walk.best is before:
             uncontend(walk, measure, half)
-            cfg = scaled(walk.space, walk.best.config, 1 / half) if walk.best is before else None
+        if i == 0 and walk.best is before:
+            cfg = scaled(walk.space, walk.best.config, 1 / half)
             if cfg is not None:
                 walk.jump(cfg, measure)
         return

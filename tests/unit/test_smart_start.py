@@ -240,8 +240,9 @@ class GilBoundEnv:
     native_autotune = False
     cpu_budget, ram_budget = 2, 1 << 30
 
-    def __init__(self, busy=False):
+    def __init__(self, busy=False, noisy_first_round=False):
         self.space, self.t, self.busy = SPACE, 0.0, busy
+        self.noisy_first_round = noisy_first_round
 
     def clock(self):
         return self.t
@@ -252,6 +253,8 @@ class GilBoundEnv:
         parallel = min(config["read"], config["map"]) >= 2
         if config["pool"] == 1:
             rate = 1700.0 if parallel else 950.0
+        elif self.noisy_first_round and config["read"] == 4:
+            rate = 1050.0  # one lucky window: the first scaling round seems to pay
         else:
             rate = 850.0 if parallel else 1000.0
         return Measurement(config=dict(config), throughput=rate, seconds=1.0,
@@ -272,3 +275,14 @@ def test_the_smart_start_escapes_gil_contention_through_a_one_thread_pool():
                       seed=0, progress=False)
     assert all(m.config["pool"] != 1 or min(m.config["read"], m.config["map"]) < 2
                for m in busy.history)
+
+
+def test_the_one_thread_pool_jump_follows_a_later_round_when_a_noisy_first_one_was_kept():
+    start = {"read": 1, "map": 1, "prefetch": 1, "pool": 2}
+    out = run_search(GilBoundEnv(noisy_first_round=True), "intune", start=start, budget_s=1e9,
+                     max_steps=12, seed=0, progress=False)
+    best = out.best.config
+    assert best["pool"] == 1 and min(best["read"], best["map"]) >= 2
+    # x4 kept, x16 and x8 lost: the jump is to x8's stages on one pool thread.
+    first = [m.config for m in out.history[:6]]
+    assert {"read": 8, "map": 8, "prefetch": BUFFER_FLOOR, "pool": 1} in first
