@@ -5,7 +5,8 @@ obvious in whole-config jumps; the single-knob moves after them are the policy's
 
 * :func:`smart_start`: whole-allocation jumps, by signals (:func:`rebalanced`) or, without
   them, by scaling every stage together (:func:`scaled`); both deepen one-element buffers
-  (:func:`buffered`); after scaling, a pool grown far past the cores of a busy CPU is cut
+  (:func:`buffered`); on a busy CPU the scaling stops where it would grow only the pools
+  (:func:`pools_only`); after scaling, a pool grown far past the cores of a busy CPU is cut
   back once (:func:`pool_trimmed`), and when scaling did not pay on an idle CPU the scaled
   stages are tried on a one-thread pool (:func:`pool_serialized`: GIL contention);
 * :func:`recover`: the memory guard for a start that does not run;
@@ -238,7 +239,8 @@ def rebalance(walk, measure, rounds: int = REBALANCE_ROUNDS) -> bool:
 def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_ROUNDS) -> None:
     """Smart start without per-stage signals: scale every stage together while it pays.
 
-    Parallelism and pool sizes go up by ``factor`` per round; when a round does
+    Parallelism and pool sizes go up by ``factor`` per round, while the CPU is idle or a
+    round grows a stage (:func:`pools_only`); when a round does
     not improve, the pool is cut back to the cores if the CPU is busy
     (:func:`trim_pool`) and one half-size step (``sqrt(factor)``) is tried from the
     best. If that fails too, the half-size stages are tried on a one-thread pool when the
@@ -252,7 +254,8 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
     half = math.sqrt(factor)
     for i in range(rounds):
         cfg = scaled(walk.space, walk.best.config, factor)
-        if cfg is None:
+        if cfg is None or (walk.best.cpu_util >= BUSY_CPU
+                           and pools_only(walk.space, walk.best.config, cfg)):
             break
         before = walk.best
         walk.jump(cfg, measure)
@@ -270,6 +273,14 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
                 walk.jump(cfg, measure)
         return
     trim_pool(walk, measure)
+
+
+def pools_only(space: KnobSpace, config: dict, scaled_config: dict) -> bool:
+    """Whether scaling ``config`` to ``scaled_config`` grows no stage, only thread pools (and
+    buffers): every parallelism knob is at its maximum or AUTOTUNE. On a busy CPU such a
+    round cannot pay (threads beyond the cores only take turns), so the scaling stops there
+    and the pool is trimmed instead (:func:`trim_pool`)."""
+    return all(scaled_config[k.name] == config[k.name] for k in space if k.kind == "parallelism")
 
 
 def pool_serialized(space: KnobSpace, m: Measurement, factor: float) -> dict | None:

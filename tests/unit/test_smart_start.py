@@ -286,3 +286,47 @@ def test_the_one_thread_pool_jump_follows_a_later_round_when_a_noisy_first_one_w
     # x4 kept, x16 and x8 lost: the jump is to x8's stages on one pool thread.
     first = [m.config for m in out.history[:6]]
     assert {"read": 8, "map": 8, "prefetch": BUFFER_FLOOR, "pool": 1} in first
+
+
+class PoolOnlyEnv:
+    """Stages that max out at 4 calls, a pool that goes to 64: each scaling round measures a
+    little faster than the last (noise that favours bigger configs), the CPU busy or idle."""
+
+    native_autotune = False
+    cpu_budget, ram_budget = 2, 1 << 30
+
+    def __init__(self, busy):
+        self.space = KnobSpace((Knob("read", "parallelism", 1, 4, 1),
+                                Knob("map", "parallelism", 1, 4, 1),
+                                Knob("prefetch", "buffer", 1, 64, 1),
+                                Knob("pool", "threads", 1, 64, 1)))
+        self.t, self.busy = 0.0, busy
+
+    def clock(self):
+        return self.t
+
+    def measure(self, config):
+        from intune_flow.measurement import Measurement
+        self.t += 1.0
+        rate = 1000.0 * (config["read"] + config["map"]) + config["pool"]
+        return Measurement(config=dict(config), throughput=rate, seconds=1.0,
+                           cpu_util=0.95 if self.busy else 0.4)
+
+
+def test_on_a_busy_cpu_the_scaling_stops_where_it_would_grow_only_the_pool():
+    from intune_flow.agent.moves import pools_only
+    env = PoolOnlyEnv(busy=True)
+    maxed = {"read": 4, "map": 4, "prefetch": 2, "pool": 8}
+    assert pools_only(env.space, maxed, scaled(env.space, maxed, SCALE_FACTOR))
+    assert not pools_only(env.space, env.space.ones(), scaled(env.space, env.space.ones(), 4))
+    start = {"read": 1, "map": 1, "prefetch": 1, "pool": 2}
+    out = run_search(env, "intune", start=start, budget_s=1e9, max_steps=4, seed=0,
+                     progress=False)
+    smart = [m.config for m in out.history[1:3]]
+    # x4 grows the stages to their max; the next round would grow only the pool: instead
+    # of it, the pool is cut back to the cores (1.5 threads per core, 2 cores).
+    assert smart == [maxed, {**maxed, "pool": 3}]
+    # On an idle CPU a bigger pool can pay (calls waiting on I/O): that round is measured.
+    idle = run_search(PoolOnlyEnv(busy=False), "intune", start=start, budget_s=1e9,
+                      max_steps=4, seed=0, progress=False)
+    assert idle.history[2].config == {**maxed, "pool": 32}
