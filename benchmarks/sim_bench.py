@@ -224,13 +224,16 @@ def plot(data: dict, path: Path) -> None:
 
 
 def write_outputs(data: dict, out_dir: Path = RESULTS, update_doc: bool = True) -> None:
-    """sim.md and sim.png next to the JSON; the doc table only for the default results."""
+    """sim.md and sim.png next to the JSON; for the default results also the doc table and
+    benchmarks/README's results block, which shows sim.md."""
     out_dir.mkdir(parents=True, exist_ok=True)
     table = render(data)
     (out_dir / "sim.md").write_text("# Simulated machines\n\n" + table)
     plot(data, out_dir / "sim.png")
     if update_doc:
         replace_block(DOC, "<!-- sim-table:start -->", "<!-- sim-table:end -->", table)
+        from . import report
+        report.write_all()
 
 
 def main(argv=None) -> int:

@@ -175,10 +175,22 @@ def test_sim_bench_out_may_name_a_directory_and_leaves_the_docs_alone(tmp_path):
 
     from benchmarks import sim_bench
 
-    doc = sim_bench.DOC.read_text()
+    from benchmarks import report
+
+    doc, bench_readme = sim_bench.DOC.read_text(), report.BENCH_README.read_text()
     assert sim_bench.main(["--pipelines", "1", "--cores", "8", "--methods", "intune", "random",
                            "--out", str(tmp_path)]) == 0
     data = json.loads((tmp_path / "sim.json").read_text())
     md = (tmp_path / "sim.md").read_text()
     assert data and md.startswith("# Simulated machines") and "| intune |" in md
     assert sim_bench.DOC.read_text() == doc
+    assert report.BENCH_README.read_text() == bench_readme
+
+
+def test_the_docs_show_the_simulated_machines_table_of_the_results():
+    from benchmarks import report, sim_bench
+    from benchmarks.common import RESULTS
+
+    table = (RESULTS / "sim.md").read_text().split("\n", 1)[1].strip()
+    assert table in report.BENCH_README.read_text()
+    assert table in sim_bench.DOC.read_text()
