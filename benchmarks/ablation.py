@@ -139,6 +139,11 @@ def render(data: dict) -> str:
                              *(f"{case['picks'][f'{m}@{budget:g}']['ratio_to_best']:.2f}"
                                for m in methods)])
         out += [md_table(["pipeline", "budget", *(LABELS[m] for m in methods)], rows), ""]
+        noise = common.noise_sentence(meta, (common.spread(p["throughput"])
+                                             for case in data["real"]
+                                             for p in case["picks"].values()))
+        if noise:
+            out += [noise, ""]
     out += [contribution(data), ""]
     return "\n".join(out)
 
@@ -210,7 +215,7 @@ def main(argv=None) -> int:
     if args.no_real:
         cfg["cases"] = ()
     out_dir = Path(args.out) if args.out else (RESULTS / "quick" if args.quick else RESULTS)
-    t0 = time.time()
+    t0, cpu0 = time.time(), common.cpu_times()
     sim = run_sim(cfg["pipelines"], cfg["cores"], cfg["steps"], METHODS + TFDATA_METHODS)
     real = [run_real(c, cfg["budgets"], cfg["repeats"]) for c in cfg["cases"]]
     data = {"meta": {"mode": mode, "methods": list(METHODS), "pipelines": cfg["pipelines"],
@@ -222,6 +227,7 @@ def main(argv=None) -> int:
             "sim": sim, "real": real}
     data["meta"]["command"] = data["meta"]["command"].strip()
     data["meta"]["wall_s"] = round(time.time() - t0, 1)
+    data["meta"]["steal_share"] = common.steal_share(cpu0, common.cpu_times())
     write_outputs(data, out_dir, None if args.no_readme else README)
     print(render(data))
     return 0

@@ -57,6 +57,43 @@ def machine() -> dict:
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 
+def cpu_times() -> dict:
+    """The machine's CPU time counters so far (seconds by kind, ``steal`` among them on
+    Linux), for :func:`steal_share` over a run."""
+    import psutil
+    return psutil.cpu_times()._asdict()
+
+
+def steal_share(before: dict, after: dict) -> float | None:
+    """The share of the machine's CPU time the hypervisor gave to other guests between two
+    :func:`cpu_times` (Linux "steal"): a shared host's noise, which no config causes. None
+    where steal is not reported or no time passed."""
+    if "steal" not in before or "steal" not in after:
+        return None
+    total = sum(after.values()) - sum(before.values())
+    return (after["steal"] - before["steal"]) / total if total > 0 else None
+
+
+def noise_sentence(meta: dict, spreads) -> str:
+    """How noisy a run was, from its own figures: the median over configs of their repeats'
+    spread ((max - min) / median) and, where recorded, the host's steal share."""
+    spreads = [s for s in spreads if s is not None]
+    if not spreads:
+        return ""
+    out = (f"Noise of this run: the repeats of a config spread a median of "
+           f"{statistics.median(spreads):.0%} of its median (max - min)")
+    steal = meta.get("steal_share")
+    if steal is not None:
+        out += (f"; the hypervisor gave {steal:.1%} of the machine's CPU time to other guests "
+                f"(steal) during the run")
+    return out + "."
+
+
+def spread(s: dict) -> float | None:
+    """(max - min) / median of a :func:`summary`; None for a zero median."""
+    return (s["max"] - s["min"]) / s["median"] if s.get("median") else None
+
+
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -170,6 +170,10 @@ def render(data: dict) -> str:
             f"configs). Targets: >= {TARGETS[60.0]:.2f} of the best and >= {VS_AUTOTUNE:.2f} x "
             f"AUTOTUNE at 60 s, >= {TARGETS[20.0]:.2f} at 20 s; met on {met} of "
             f"{len(data['cases'])} pipelines.", ""]
+    noise = common.noise_sentence(meta, (common.spread(p["throughput"]) for c in data["cases"]
+                                         for p in c["picks"].values()))
+    if noise:
+        head += [noise, ""]
     table = md_table(["pipeline", "shape", "AUTOTUNE", *(f"tune {b:g} s" for b in budgets),
                       f"tune {budgets[-1]:g} s / AUTOTUNE", "best known", "targets"], rows)
     plot_path = "benchmarks/results/" + ("quick/" if meta["mode"] == "quick" else "")
@@ -250,7 +254,7 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown case(s) {unknown}; choose from {list(CASES)}")
     out_dir = Path(args.out) if args.out else (RESULTS / "quick" if args.quick else RESULTS)
-    t0 = time.time()
+    t0, cpu0 = time.time(), common.cpu_times()
     root = Path(tempfile.mkdtemp(prefix="intune-generality-"))
     try:
         kwargs = prepare(root, names)
@@ -261,7 +265,9 @@ def main(argv=None) -> int:
         argv if argv is not None else sys.argv[1:])
     data = {"meta": {"mode": mode, **cfg, "budgets": list(cfg["budgets"]),
                      "machine": machine(), "command": command.strip(),
-                     "wall_s": round(time.time() - t0, 1)}, "cases": cases}
+                     "wall_s": round(time.time() - t0, 1),
+                     "steal_share": common.steal_share(cpu0, common.cpu_times())},
+            "cases": cases}
     write_outputs(data, out_dir, None if args.no_readme else README)
     print(render(data))
     return 0

@@ -194,3 +194,20 @@ def test_the_docs_show_the_simulated_machines_table_of_the_results():
     table = (RESULTS / "sim.md").read_text().split("\n", 1)[1].strip()
     assert table in report.BENCH_README.read_text()
     assert table in sim_bench.DOC.read_text()
+
+
+def test_a_run_reports_its_noise_from_the_repeats_spread_and_the_hosts_steal():
+    from benchmarks import common
+
+    before = {"user": 10.0, "idle": 10.0, "steal": 1.0}
+    after = {"user": 19.0, "idle": 19.0, "steal": 3.0}
+    assert common.steal_share(before, after) == pytest.approx(2 / 20)
+    assert common.steal_share({"user": 1.0}, {"user": 2.0}) is None   # not reported
+    assert common.steal_share(before, before) is None                 # no time passed
+    assert common.spread({"median": 10.0, "min": 8.0, "max": 11.0}) == pytest.approx(0.3)
+    assert common.spread({"median": 0.0, "min": 0.0, "max": 0.0}) is None
+    line = common.noise_sentence({"steal_share": 0.1}, [0.1, 0.3, None, 0.2])
+    assert "a median of 20% of its median" in line and "10.0% of the machine's CPU time" in line
+    assert "steal" not in common.noise_sentence({}, [0.1])            # older runs' JSON
+    assert common.noise_sentence({}, [None]) == ""
+    assert {"user", "idle"} <= set(common.cpu_times())
