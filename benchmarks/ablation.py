@@ -139,9 +139,7 @@ def render(data: dict) -> str:
                              *(f"{case['picks'][f'{m}@{budget:g}']['ratio_to_best']:.2f}"
                                for m in methods)])
         out += [md_table(["pipeline", "budget", *(LABELS[m] for m in methods)], rows), ""]
-        noise = common.noise_sentence(meta, (common.spread(p["throughput"])
-                                             for case in data["real"]
-                                             for p in case["picks"].values()))
+        noise = common.noise_sentence(meta, data["real"])
         if noise:
             out += [noise, ""]
     out += [contribution(data), ""]

@@ -74,10 +74,12 @@ def steal_share(before: dict, after: dict) -> float | None:
     return (after["steal"] - before["steal"]) / total if total > 0 else None
 
 
-def noise_sentence(meta: dict, spreads) -> str:
-    """How noisy a run was, from its own figures: the median over configs of their repeats'
-    spread ((max - min) / median) and, where recorded, the host's steal share."""
-    spreads = [s for s in spreads if s is not None]
+def noise_sentence(meta: dict, cases) -> str:
+    """How noisy a run was, from its own figures: the median over every case's configs
+    (``case["picks"]``) of their repeats' spread ((max - min) / median) and, where
+    recorded, the host's steal share."""
+    spreads = [s for case in cases for p in case["picks"].values()
+               if (s := spread(p["throughput"])) is not None]
     if not spreads:
         return ""
     out = (f"Noise of this run: the repeats of a config spread a median of "

@@ -170,8 +170,7 @@ def render(data: dict) -> str:
             f"configs). Targets: >= {TARGETS[60.0]:.2f} of the best and >= {VS_AUTOTUNE:.2f} x "
             f"AUTOTUNE at 60 s, >= {TARGETS[20.0]:.2f} at 20 s; met on {met} of "
             f"{len(data['cases'])} pipelines.", ""]
-    noise = common.noise_sentence(meta, (common.spread(p["throughput"]) for c in data["cases"]
-                                         for p in c["picks"].values()))
+    noise = common.noise_sentence(meta, data["cases"])
     if noise:
         head += [noise, ""]
     table = md_table(["pipeline", "shape", "AUTOTUNE", *(f"tune {b:g} s" for b in budgets),

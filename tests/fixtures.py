@@ -1,4 +1,5 @@
-"""Shared pytest fixtures (loaded by tests/conftest.py): a real S3 server on loopback."""
+"""Shared pytest fixtures (loaded by tests/conftest.py): a real S3 server on loopback, and a
+lenient warm-start verification."""
 
 from __future__ import annotations
 
@@ -62,3 +63,14 @@ def cache_backend(request, tmp_path):
         return MemoryCache()
     server = request.getfixturevalue("s3_server")
     return S3Cache(server.make_bucket(), "intune", client=server.client())
+
+
+@pytest.fixture
+def lenient(monkeypatch):
+    """Accept any verification that measures anything: on a shared 2-core machine a short
+    probe can read far below the recorded figure by noise alone (in CI a scale-out probe read
+    19,817/s against a recorded 36,521/s). Drift is tested with a record whose figure is
+    raised 1000x, which no noise explains (tests/test_tune.py)."""
+    import importlib
+    tune_module = importlib.import_module("intune_flow.tune")   # the module, not tune()
+    monkeypatch.setattr(tune_module, "POLICY", tune_module.TuningPolicy(drift_threshold=1e-6))

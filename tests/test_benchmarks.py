@@ -206,8 +206,13 @@ def test_a_run_reports_its_noise_from_the_repeats_spread_and_the_hosts_steal():
     assert common.steal_share(before, before) is None                 # no time passed
     assert common.spread({"median": 10.0, "min": 8.0, "max": 11.0}) == pytest.approx(0.3)
     assert common.spread({"median": 0.0, "min": 0.0, "max": 0.0}) is None
-    line = common.noise_sentence({"steal_share": 0.1}, [0.1, 0.3, None, 0.2])
+    def case(*spreads):      # configs whose repeats spread these shares of a median of 10
+        return {"picks": {f"c{i}": {"throughput": {"median": 10.0 if s is not None else 0.0,
+                                                    "min": 0.0, "max": 10.0 * (s or 0)}}
+                          for i, s in enumerate(spreads)}}
+
+    line = common.noise_sentence({"steal_share": 0.1}, [case(0.1, 0.3), case(None, 0.2)])
     assert "a median of 20% of its median" in line and "10.0% of the machine's CPU time" in line
-    assert "steal" not in common.noise_sentence({}, [0.1])            # older runs' JSON
-    assert common.noise_sentence({}, [None]) == ""
+    assert "steal" not in common.noise_sentence({}, [case(0.1)])      # older runs' JSON
+    assert common.noise_sentence({}, [case(None)]) == ""
     assert {"user", "idle"} <= set(common.cpu_times())
