@@ -243,28 +243,34 @@ def _plateau(start) -> float:
 
 
 def _confirm(tr: Tracker, count: int = CONFIRM) -> None:
-    """Re-measure the best ``count`` configs, in a row, and keep the one with the best mean.
+    """Re-measure the best ``count`` configs, in a row, and keep the one with the best mean
+    of its new looks.
 
     A single noisy window can crown a config that is not the best; a second look at the
-    top candidates, taken close together in time, fixes most of it. A walk that converged
-    with budget to spare gives them up to ``CONFIRM_ROUNDS`` looks each, round by round;
-    one whose second look fails is out. The chosen config's best
-    window becomes ``tr.best`` (the start's own measurement when the start wins) and its
-    mean over all its looks is noted as ``best_mean`` (over ``best_looks`` windows).
-    Nothing changes when no candidate got a second look, or when the winner's mean is
-    below the start's throughput. (When the budget ends mid-round, a candidate's single
-    window still counts: the second look that dropped the top one is what says it was
-    lucky.)
+    top candidates, taken close together in time, fixes most of it. The candidates are
+    judged on these new looks only: the window that put a config in the top is the luckiest
+    of its draws (on a shared machine windows spread by 20-40%), so counting it favours the
+    luckiest config. The race takes only as many candidates as the measurements left can
+    look at again (none when fewer than 2), so none is compared on its lucky window alone.
+    A walk that converged with budget to spare gives them up to ``CONFIRM_ROUNDS`` looks
+    each, round by round; one whose look fails is out, as is one the budget stopped before
+    its first new look. The chosen config's best window becomes ``tr.best`` (the start's
+    own measurement when the start wins) and the mean of its new looks is noted as
+    ``best_mean`` (over ``best_looks`` windows). Nothing changes when no candidate got a
+    new look, or when the winner's mean is below the start's throughput.
     """
     seen: dict[tuple, list] = {}
     for m in tr.history[tr.rebased_at:]:
         if m.ok:
             seen.setdefault(config_key(m.config), []).append(m)
+    left = tr.measurements_left()
+    count = int(min(count, left)) if left != float("inf") else count
     top = sorted(seen.values(), key=lambda ms: -max(x.throughput for x in ms))[:count]
     if len(top) < 2:
         return
-    rounds = int(min(CONFIRM_ROUNDS, max(1, tr.measurements_left() // len(top))))
-    looked, failed = set(), set()
+    rounds = int(min(CONFIRM_ROUNDS, max(1, left // len(top))))
+    looks: list[list] = [[] for _ in top]
+    failed = set()
     try:
         for _ in range(rounds):
             for i, ms in enumerate(top):
@@ -272,17 +278,16 @@ def _confirm(tr: Tracker, count: int = CONFIRM) -> None:
                     continue
                 again = tr.measure(ms[0].config)
                 if again.ok:
-                    ms.append(again)
-                    looked.add(i)
+                    looks[i].append(again)
                 else:
                     failed.add(i)
     except BudgetSpent:
         pass
-    compared = [ms for i, ms in enumerate(top) if i not in failed]
-    if not looked or not compared:
+    compared = [(sum(x.throughput for x in new) / len(new), top[i] + new, new)
+                for i, new in enumerate(looks) if new and i not in failed]
+    if not compared:
         return
-    mean, ms = max(((sum(x.throughput for x in ms) / len(ms), ms) for ms in compared),
-                   key=lambda t: t[0])
+    mean, ms, new = max(compared, key=lambda t: t[0])
     start = tr.start
     if config_key(ms[0].config) == config_key(start.config):
         best = start
@@ -292,4 +297,4 @@ def _confirm(tr: Tracker, count: int = CONFIRM) -> None:
         best = max(ms, key=lambda x: x.throughput)
     tr.set_best(best)
     tr.note("best_mean", mean)
-    tr.note("best_looks", len(ms))
+    tr.note("best_looks", len(new))

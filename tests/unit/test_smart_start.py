@@ -64,10 +64,11 @@ def test_the_last_measurements_confirm_the_best_candidates():
     keys = [tuple(sorted(m.config.items())) for m in out.history]
     # The walk stopped early enough to measure some earlier configs a second time.
     assert len(set(keys[-3:]) & set(keys[:-3])) >= 2
-    # The winner by mean is returned as one of its real windows; the mean is a note.
+    # The winner by mean is returned as one of its real windows; the mean of its new looks
+    # (every window after the one that made it a candidate) is a note.
     assert any(m is out.best for m in out.history)
-    looks = [m for m in out.history if m.config == out.best.config]
-    assert out.extra["best_looks"] == len(looks) >= 2
+    looks = [m for m in out.history if m.config == out.best.config][1:]
+    assert out.extra["best_looks"] == len(looks) >= 1
     assert out.extra["best_mean"] == pytest.approx(sum(m.throughput for m in looks) / len(looks))
 
 
@@ -154,18 +155,29 @@ def _race(looks, steps, count=3):
     return tr, env
 
 
-def test_the_race_keeps_the_candidate_with_the_best_mean_of_its_looks():
-    # 2's first window was lucky: its second look says so, before the budget ends.
-    looks = {1: [10], 2: [100, 60], 3: [95, 94], 4: [90, 89]}
-    tr, env = _race(looks, steps=4)
-    assert env.order == [2]
-    assert tr.best.config == {"map": 3}       # 95 in one window beats 100 and 60
+def test_the_race_judges_its_candidates_on_their_new_looks_only():
+    # 2's first window was lucky; judged with it (100 and 60), 2 would tie 3 and 4.
+    looks = {1: [10], 2: [100, 60, 60], 3: [95, 80, 80], 4: [90, 89, 89]}
+    tr, env = _race(looks, steps=6)     # the start is not a step: three left
+    assert env.order == [2, 3, 4]
+    extra = tr.outcome().extra
+    assert tr.best.config == {"map": 4} and extra["best_looks"] == 1
+    assert extra["best_mean"] == 89
+
+
+def test_the_race_takes_only_the_candidates_it_can_look_at_again():
+    # Two measurements left: 4 is not in the race, so its lucky 99 cannot win unseen.
+    looks = {1: [10], 2: [100, 60], 3: [95, 94], 4: [99, 50]}
     tr, env = _race(looks, steps=5)
-    assert env.order == [2, 3]
-    assert tr.best.config == {"map": 3} and tr.outcome().extra["best_looks"] == 2
-    # No second look at all: nothing to go on, the best window stays.
-    tr, env = _race(looks, steps=3)
+    assert env.order == [2, 4]
+    assert tr.best.config == {"map": 2} and tr.outcome().extra["best_mean"] == 60
+    looks = {1: [10], 2: [100, 60], 3: [95, 94], 4: [90, 89]}
+    tr, env = _race(looks, steps=5)
+    assert env.order == [2, 3] and tr.best.config == {"map": 3}
+    # One measurement left: no race (one look compares nothing), the best window stays.
+    tr, env = _race(looks, steps=4)
     assert env.order == [] and tr.best.config == {"map": 2}
+    assert "best_mean" not in tr.outcome().extra
 
 
 def test_a_walk_that_converged_early_races_its_candidates_round_by_round():
@@ -173,8 +185,8 @@ def test_a_walk_that_converged_early_races_its_candidates_round_by_round():
     tr, env = _race(looks, steps=100)
     assert env.order == [2, 3, 4] * 3
     extra = tr.outcome().extra
-    assert tr.best.config == {"map": 3} and extra["best_looks"] == 4
-    assert extra["best_mean"] == pytest.approx((95 + 3 * 94) / 4)
+    assert tr.best.config == {"map": 3} and extra["best_looks"] == 3
+    assert extra["best_mean"] == pytest.approx(94)
 
 
 def test_a_candidate_whose_second_look_fails_is_out_of_the_race():
