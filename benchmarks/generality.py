@@ -88,7 +88,8 @@ def run_case(case, kwargs: dict, *, budgets, repeats: int, window_s: float,
                                         "tuning_seconds": round(res.tuning_seconds, 1),
                                         "wall_seconds": round(time.perf_counter() - t0, 1),
                                         "measurements": len(res.history),
-                                        "warnings": list(res.warnings)}
+                                        "warnings": list(res.warnings),
+                                        "trace": _trace(res.history)}
             log(f"  tune {budget:g}s -> {res.config} ({res.tuning_seconds:.0f} s)")
         finally:
             shutil.rmtree(cache, ignore_errors=True)
@@ -224,6 +225,13 @@ def plot(data: dict, path: Path) -> None:
 def write_outputs(data: dict, out_dir: Path, readme: Path | None) -> None:
     common.write_outputs("generality", "Generality suite", data, render(data), plot, out_dir, readme,
                          (START, END))
+
+
+def _trace(history) -> list[dict]:
+    """The search's measurements, in order, kept so a miss can be read afterwards: which
+    configs it tried, what each window read and how busy the CPU was."""
+    return [{"config": dict(m.config), "throughput": round(m.throughput, 1),
+             "cpu_util": round(m.cpu_util, 2), "status": m.status} for m in history]
 
 
 def main(argv=None) -> int:

@@ -98,6 +98,9 @@ def test_generality_case_is_measured_side_by_side_and_refreshes_its_block(tmp_pa
                               long_budget_s=0.0, log=lambda *a: None)
     picks = out["picks"]
     assert {"autotune", "tune2", "grid"} <= set(picks)
+    trace = picks["tune2"]["trace"]      # the search's windows, kept to read a miss by
+    assert len(trace) == picks["tune2"]["measurements"] >= 1
+    assert trace[0]["status"] and set(trace[0]["config"]) == set(picks["autotune"]["config"])
     top = max(p["throughput"]["median"] for p in picks.values())
     assert picks[out["best_known"]]["throughput"]["median"] == top
     for p in picks.values():
