@@ -7,8 +7,9 @@ obvious in whole-config jumps; the single-knob moves after them are the policy's
   them, by scaling every stage together (:func:`scaled`); both deepen one-element buffers
   (:func:`buffered`); on a busy CPU the scaling stops where it would grow only the pools
   (:func:`pools_only`); after scaling, a pool grown far past the cores of a busy CPU is cut
-  back once (:func:`pool_trimmed`), and when scaling did not pay on an idle CPU the scaled
-  stages are tried on a one-thread pool (:func:`pool_serialized`: GIL contention);
+  back once (:func:`pool_trimmed`), and when a re-allocation or a scaling did not pay on an
+  idle CPU its stages are tried on a one-thread pool (:func:`pool_serialized`: GIL
+  contention);
 * :func:`recover`: the memory guard for a start that does not run;
 * :func:`rescaled`: a config carried to a machine with another core count;
 * :func:`hybrid_autotune`: a static config with its parallelism handed to the framework's
@@ -221,6 +222,10 @@ def smart_start(walk, measure) -> None:
 def rebalance(walk, measure, rounds: int = REBALANCE_ROUNDS) -> bool:
     """Up to ``rounds`` signal-driven re-allocations of the best config, while they improve it.
 
+    A round that loses on an idle CPU is tried once more with its pools at one thread
+    (:func:`uncontend`): a stage waiting on the GIL reads as saturated, so the signals grow
+    it, and more calls on more pool threads only add lock hand-offs.
+
     Returns whether the probe had per-stage signals to act on.
     """
     if not walk.best.ok or not walk.best.stage_signals:
@@ -231,6 +236,8 @@ def rebalance(walk, measure, rounds: int = REBALANCE_ROUNDS) -> bool:
             break
         before = walk.best
         m = walk.jump(cfg, measure)
+        if m is not None and walk.best is before:
+            uncontend(walk, measure, 1.0, m)
         if m is None or walk.best is before:
             break
     return True
@@ -305,11 +312,11 @@ def pool_serialized(space: KnobSpace, m: Measurement, factor: float) -> dict | N
     return cfg if cfg != m.config else None
 
 
-def uncontend(walk, measure, factor: float) -> None:
-    """One jump to the best config's stages scaled with its pools at their minimum, one
-    thread (:func:`pool_serialized`): scaling stages and pool together did not pay on an
-    idle CPU."""
-    cfg = pool_serialized(walk.space, walk.best, factor)
+def uncontend(walk, measure, factor: float, m: Measurement | None = None) -> None:
+    """One jump to the stages of ``m`` (default: the best config) scaled by ``factor``, with
+    its pools at their minimum, one thread (:func:`pool_serialized`): growing stages and
+    pool did not pay on an idle CPU."""
+    cfg = pool_serialized(walk.space, m or walk.best, factor)
     if cfg is not None:
         walk.jump(cfg, measure)
 

@@ -252,9 +252,11 @@ class GilBoundEnv:
     native_autotune = False
     cpu_budget, ram_budget = 2, 1 << 30
 
-    def __init__(self, busy=False, noisy_first_round=False):
+    def __init__(self, busy=False, noisy_first_round=False, signals=False):
         self.space, self.t, self.busy = SPACE, 0.0, busy
         self.noisy_first_round = noisy_first_round
+        # As tf.data's model reads a GIL-bound stage: its calls busy (waiting on the lock).
+        self.signals = {"read": 0.95, "map": 0.5, "pool": 0.5} if signals else {}
 
     def clock(self):
         return self.t
@@ -270,7 +272,8 @@ class GilBoundEnv:
         else:
             rate = 850.0 if parallel else 1000.0
         return Measurement(config=dict(config), throughput=rate, seconds=1.0,
-                           cpu_util=0.95 if self.busy else 0.55)
+                           cpu_util=0.95 if self.busy else 0.55,
+                           stage_signals=dict(self.signals))
 
 
 def test_the_smart_start_escapes_gil_contention_through_a_one_thread_pool():
@@ -298,6 +301,22 @@ def test_the_one_thread_pool_jump_follows_a_later_round_when_a_noisy_first_one_w
     # x4 kept, x16 and x8 lost: the jump is to x8's stages on one pool thread.
     first = [m.config for m in out.history[:6]]
     assert {"read": 8, "map": 8, "prefetch": BUFFER_FLOOR, "pool": 1} in first
+
+
+def test_a_signal_round_that_loses_on_an_idle_cpu_is_tried_on_a_one_thread_pool():
+    # The probe reads the GIL-bound stage as saturated; growing it (and the pool) loses,
+    # and the saturated stage "explains" the start, so no scaling round follows.
+    start = {"read": 1, "map": 1, "prefetch": 1, "pool": 2}
+    out = run_search(GilBoundEnv(signals=True), "intune", start=start, budget_s=1e9,
+                     max_steps=6, seed=0, progress=False)
+    first = [m.config for m in out.history[:3]]
+    assert first[1] == {"read": 2, "map": 2, "prefetch": BUFFER_FLOOR, "pool": 3}
+    assert first[2] == {**first[1], "pool": 1}        # the same stages on one pool thread
+    assert out.best.config["pool"] == 1
+    # On a busy CPU a losing round means no capacity: no one-thread-pool jump after it.
+    busy = run_search(GilBoundEnv(busy=True, signals=True), "intune", start=start,
+                      budget_s=1e9, max_steps=3, seed=0, progress=False)
+    assert all(m.config["pool"] != 1 for m in busy.history[:3])
 
 
 class PoolOnlyEnv:
