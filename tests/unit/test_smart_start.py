@@ -207,6 +207,38 @@ def test_a_pool_grown_far_past_the_cores_of_a_busy_cpu_is_cut_back_once():
     assert pool_trimmed(SPACE, busy, cores=12) is None
 
 
+class PoolBoundEnv:
+    """A busy 2-core CPU where more calls per stage pay and pool threads past 4 cost (they
+    take turns): the shape of the generality suite's interleave pipeline."""
+
+    native_autotune = False
+    cpu_budget, ram_budget = 2, 1 << 30
+
+    def __init__(self):
+        self.space, self.t = SPACE, 0.0
+
+    def clock(self):
+        return self.t
+
+    def measure(self, config):
+        import math
+        from intune_flow.measurement import Measurement
+        self.t += 1.0
+        rate = 1000.0 * math.log2(1 + min(config["read"], config["map"]))
+        rate /= 1 + max(0, config["pool"] - 4) / 4
+        return Measurement(config=dict(config), throughput=rate, seconds=1.0, cpu_util=0.9)
+
+
+def test_a_scaling_round_that_lost_to_its_pool_on_a_busy_cpu_is_tried_with_the_pool_cut():
+    out = run_search(PoolBoundEnv(), "intune", start=SPACE.ones(), budget_s=1e9, max_steps=8,
+                     seed=0, progress=False)
+    seen = [m.config for m in out.history]
+    x16 = {"read": 16, "map": 16, "prefetch": BUFFER_FLOOR, "pool": 16}
+    assert seen[2] == x16                        # x4 paid, x16 lost on its 16-thread pool
+    assert seen[3] == {**x16, "pool": 3}         # its stages kept, the pool at 1.5 per core
+    assert min(out.best.config["read"], out.best.config["map"]) >= 16
+
+
 def test_a_jump_at_least_as_big_as_a_config_that_ran_out_of_memory_is_not_measured():
     from intune_flow.agent.walk import Walk, config_key
     from intune_flow.measurement import STATUS_OOM, Measurement
