@@ -208,10 +208,16 @@ def smart_start(walk, measure) -> None:
     By per-stage signals first. If there are none, or they do not explain the
     best config (no stage or pool saturated, yet the CPU not busy: a real
     probe's signals can miss a bottleneck, e.g. the per-element hand-off in a
-    parallel interleave), by scaling every stage together, and then once more
-    by signals, to trim what the scaling over-provisioned.
+    parallel interleave), or acting on them did not beat a start that left the
+    CPU idle (a stage whose calls wait on a lock or on memory reads as
+    saturated, and growing it alone does not pay; on a busy CPU a losing round
+    means no capacity, which scaling does not add), by scaling every stage
+    together, and then once more by signals, to trim what the scaling
+    over-provisioned.
     """
-    if rebalance(walk, measure) and explained(walk.space, walk.best):
+    start = walk.best
+    if rebalance(walk, measure) and explained(walk.space, walk.best) and not (
+            walk.best is start and start.cpu_util < BUSY_CPU):
         return
     before = walk.best
     scale_out(walk, measure)

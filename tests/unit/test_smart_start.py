@@ -207,6 +207,42 @@ def test_a_pool_grown_far_past_the_cores_of_a_busy_cpu_is_cut_back_once():
     assert pool_trimmed(SPACE, busy, cores=12) is None
 
 
+class MisreadSignalsEnv:
+    """Signals that name the read as saturated (its calls wait on something that more calls
+    of the read alone do not relieve): growing the read loses, growing every stage together
+    pays while the CPU has room."""
+
+    native_autotune = False
+    cpu_budget, ram_budget = 2, 1 << 30
+
+    def __init__(self, cpu_util):
+        self.space, self.t, self.cpu_util = SPACE, 0.0, cpu_util
+
+    def clock(self):
+        return self.t
+
+    def measure(self, config):
+        from intune_flow.measurement import Measurement
+        self.t += 1.0
+        return Measurement(config=dict(config), seconds=1.0, cpu_util=self.cpu_util,
+                           throughput=1000.0 * min(config["read"], config["map"], 8),
+                           stage_signals={"read": 0.95, "map": 0.5, "pool": 0.5})
+
+
+def test_signals_whose_round_does_not_beat_an_idle_start_are_followed_by_the_scaling():
+    out = run_search(MisreadSignalsEnv(cpu_util=0.7), "intune", start=SPACE.ones(),
+                     budget_s=1e9, max_steps=6, seed=0, progress=False)
+    seen = [m.config for m in out.history]
+    signals = {"read": 2, "map": 1, "prefetch": BUFFER_FLOOR, "pool": 3}
+    assert seen[1:3] == [signals, {**signals, "pool": 1}]    # lost, and on one thread too
+    assert seen[3] == scaled(SPACE, SPACE.ones(), SCALE_FACTOR)     # then every stage x4
+    assert min(out.best.config["read"], out.best.config["map"]) >= 4
+    # On a busy CPU a losing round means no capacity: the walk goes on from the start.
+    busy = run_search(MisreadSignalsEnv(cpu_util=0.85), "intune", start=SPACE.ones(),
+                      budget_s=1e9, max_steps=3, seed=0, progress=False)
+    assert scaled(SPACE, SPACE.ones(), SCALE_FACTOR) not in [m.config for m in busy.history]
+
+
 class PoolBoundEnv:
     """A busy 2-core CPU where more calls per stage pay and pool threads past 4 cost (they
     take turns): the shape of the generality suite's interleave pipeline."""
