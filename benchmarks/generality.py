@@ -65,17 +65,25 @@ def run_case(case, kwargs: dict, *, budgets, repeats: int, window_s: float,
     from intune_flow.real_env import PipelineEnv
     from intune_flow.resources import current_rss
     from intune_flow.search import run_search
+    from intune_flow.search.intune import load_policy
 
     pipeline = Pipeline.load(case.factory, **kwargs)
-    # One RAM budget for the whole case, fixed before anything runs: the process grows as
-    # the case goes on, and a budget taken later would be looser for what runs later.
-    budget_ram = (current_rss() + case.ram_headroom_mib * 2**20
-                  if case.ram_headroom_mib else None)
+    space = pipeline.space
+    budget_ram = None
+    if case.ram_headroom_mib:
+        # One RAM budget for the whole case, fixed before its measurements: the process
+        # grows as the case goes on, and a budget taken later would be looser for what
+        # runs later. It starts from the RSS after one short run of the smallest config
+        # and with the search's policy loaded (torch: ~280 MiB), so the framework's
+        # runtime and torch are in it whether or not a case ran before this one (taken
+        # earlier, ``--cases memory`` alone got a budget its first probe passed).
+        load_policy()
+        PipelineEnv(pipeline, window_s=0.5, warmup_s=0.2).measure(space.ones())
+        budget_ram = current_rss() + case.ram_headroom_mib * 2**20
 
     def ram():
         return budget_ram
 
-    space = pipeline.space
     log(f"[generality] {case.name}: {case.kind}  knobs={list(space.names)}")
     picks = {"autotune": {"config": space.autotune()}}
     for budget in budgets:

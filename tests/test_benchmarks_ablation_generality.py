@@ -144,3 +144,21 @@ def test_the_generality_table_names_the_configs_that_mix_autotune_with_set_knobs
     line = generality.hybrids(data)
     assert "two tune60 1.00 (a at AUTOTUNE)" in line and "autotune" not in line.split(":")[1]
     assert generality.hybrids({"cases": [{"case": "x", "picks": {"grid": pick({"a": 1}, 1)}}]}) == ""
+
+
+@pytest.mark.slow
+def test_the_memory_case_alone_gets_a_budget_its_search_fits_in(tmp_path):
+    # In a fresh process the case's RAM budget (RSS + headroom) must already hold TensorFlow's
+    # runtime and torch (the search's policy): taken before them, every probe passed it.
+    import json
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "benchmarks.generality", "--cases", "memory", "--budgets", "3",
+           "--repeats", "1", "--window-s", "0.3", "--long-budget-s", "0", "--out",
+           str(tmp_path), "--no-readme"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "tuning failed" not in done.stdout + done.stderr
+    tuned = json.loads((tmp_path / "generality.json").read_text())["cases"][0]["picks"]["tune3"]
+    assert tuned["source"] == "tuned" and tuned["trace"][0]["status"] == "ok"
