@@ -291,3 +291,13 @@ class Knobs:
         if value != AUTOTUNE and not knob.min <= value <= knob.max:
             raise KnobError(f"knob {knob.name!r}={value} is outside [{knob.min}, {knob.max}]")
         return value
+
+
+def at_their_max(space, config: dict, implicit=()) -> list[str]:
+    """A warning per declared thread knob the search left at its ``max``: the bound, not the
+    pipeline, may have stopped it (an I/O-bound read can use hundreds of calls)."""
+    return [f"knob {k.name!r} was tuned to its max ({k.max}): the best may lie above it; if "
+            f"the pipeline can use more, raise the bound in the factory "
+            f"(knobs.{k.kind}({k.name!r}, max=...)) and tune again"
+            for k in space if k.kind in THREAD_KINDS and k.name not in implicit
+            and k.max > k.min and config.get(k.name) == k.max]

@@ -16,6 +16,7 @@ import logging
 import os
 import sys
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from . import adapters
@@ -66,8 +67,21 @@ def _import_ref(ref: str) -> Callable:
             names = sorted(n for n in dir(module) if not n.startswith("_")
                            and callable(getattr(module, n)))
             raise PipelineError(f"module {module_name!r} has no attribute {attr!r}; "
-                                f"callables there: {names}") from None
+                                f"callables there: {names}{_shadowed(module)}") from None
     return obj
+
+
+def _shadowed(module) -> str:
+    """Where ``module`` came from when a file of its name in the current directory was not
+    it (a module named like the standard library's ``pipes`` or ``queue``), else ''."""
+    where = getattr(module, "__file__", None)
+    top = module.__name__.split(".")[0]
+    mine = [Path.cwd() / f"{top}.py", Path.cwd() / top / "__init__.py"]
+    here = next((m for m in mine if m.exists()), None)
+    if here is None or (where and Path(where).resolve() == here.resolve()):
+        return ""
+    return (f". {module.__name__!r} was imported from {where or 'a built-in module'}, not "
+            f"from {here}: your module is shadowed by one of the same name; rename it")
 
 
 DISCOVERY_TIMEOUT_S = 60.0
@@ -311,8 +325,10 @@ class Pipeline:
         rejected = [k.name for k in space if not builds({k.name: AUTOTUNE})]
         if not rejected or not builds(space.without_autotune(rejected).autotune()):
             rejected = list(space.names)     # only a combination fails: use the defaults
-        log.info("pipeline %s: knob(s) %s do not accept AUTOTUNE; its AUTOTUNE baseline keeps "
-                 "them at their defaults", self.name, rejected)
+        log.info("pipeline %s: knob(s) %s do not accept AUTOTUNE (a dry build with them at "
+                 "AUTOTUNE failed: framework errors logged just above, such as TensorFlow's "
+                 "'buffer_size must be greater than zero', come from it and are expected); its "
+                 "AUTOTUNE baseline keeps them at their defaults", self.name, rejected)
         return rejected
 
     def _locate_stages(self, desc: PipelineDescription) -> dict:

@@ -4,7 +4,8 @@ Off a terminal the lines go through ``logging`` (logger ``intune_flow.search``, 
 the app has configured it, else plainly to stderr.
 
 Events are dicts with at least ``event`` ("start", "measure", "rebase", "done"),
-``method``, ``step``, ``config``, ``throughput``, ``best`` and ``status``.
+``method``, ``step``, ``config``, ``throughput``, ``best`` and ``status``; "done" also
+carries ``best_mean`` and ``best_looks`` when the end-of-search re-measure chose the best.
 """
 
 from __future__ import annotations
@@ -30,8 +31,13 @@ def format_event(ev: dict) -> str:
         return (f"[{ev['method']}] start{budget}: measuring the start config "
                 f"{_fmt_config(ev.get('config', {}))}")
     if ev["event"] == "done":
+        # After the end-of-search re-measure the best is the winner of those new looks, not
+        # the highest window of the steps above: say so, with what the looks averaged.
+        looks = (f"; chosen on {ev['best_looks']} new look(s) averaging {ev['best_mean']:,.0f}/s"
+                 if ev.get("best_looks") else "")
         return (f"[{ev['method']}] done after {ev['step']} steps, {ev.get('elapsed', 0):.1f}s: "
-                f"best {ev['best']:,.0f}/s ({ev.get('stopped', '')}) {_fmt_config(ev['config'])}")
+                f"best {ev['best']:,.0f}/s ({ev.get('stopped', '')}{looks}) "
+                f"{_fmt_config(ev['config'])}")
     status = "" if ev.get("status", "ok") == "ok" else f" [{ev['status']}]"
     return (f"[{ev['method']}] step {ev['step']:>3} {ev.get('elapsed', 0):6.1f}s  "
             f"{ev.get('throughput', 0):>12,.0f}/s{status}  best {ev.get('best', 0):>12,.0f}/s  "

@@ -35,6 +35,7 @@ from .cache.records import (Lookup, Record, hardware_info, read, summarize_histo
                             transfer_candidates, write_best)
 from .cache.session import CacheSession
 from .errors import KnobError, TuningError, describe_error
+from .knobs import at_their_max
 from .measurement import Measurement
 from .options import TuneOptions
 from .resources import hardware_class
@@ -342,6 +343,11 @@ class TuningRun:
                               start_throughput=start.throughput if start and start.ok else 0.0,
                               reason=reason,
                               history=list(prior) + list(outcome.history) + [confirm])
+        if self.options.method in SEARCHING:
+            for msg in at_their_max(self.description.space, result.config,
+                                    self.description.implicit):
+                log.warning(msg)
+                result.warnings.append(msg)
         if self.options.method in SEARCHING and not _moved(outcome):
             # Caching the start would make the next run a hit on an untuned (or, after
             # drift, stale) config: say so and let the next run search.

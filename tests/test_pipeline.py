@@ -1,6 +1,7 @@
 """Pipeline: loading, knob discovery, building, schema, fingerprint, and each user error."""
 
 import json
+import logging
 import subprocess
 import sys
 
@@ -82,9 +83,13 @@ def shuffled(knobs):
     return ds.batch(8).prefetch(knobs.buffer("prefetch", max=16))
 
 
-def test_the_autotune_baseline_keeps_knobs_that_reject_autotune_at_their_default():
+def test_the_autotune_baseline_keeps_knobs_that_reject_autotune_at_their_default(caplog):
     # tf.data's shuffle rejects buffer_size=AUTOTUNE when the dataset is built.
-    p = Pipeline.load(shuffled)
+    with caplog.at_level(logging.INFO, logger="intune_flow"):
+        p = Pipeline.load(shuffled)
+        p.space
+    # TensorFlow logs that failed dry build as an error line: the log says it was expected.
+    assert "['shuffle'] do not accept AUTOTUNE" in caplog.text and "expected" in caplog.text
     assert p.space.autotune() == {"shuffle": 64, "map": AUTOTUNE, "prefetch": AUTOTUNE,
                                   "threadpool": AUTOTUNE}
     assert next(iter(p.build(p.space.autotune()))).shape == (8,)
@@ -162,6 +167,23 @@ def test_reference_that_does_not_import():
     assert "sys.path" in msg and "package.module:function" in msg
     with pytest.raises(PipelineError, match=r"has no attribute 'nope'.*criteo_pipeline"):
         Pipeline.load("examples.criteo:nope")
+
+
+def test_a_module_shadowed_by_one_of_the_same_name_is_named_with_where_it_came_from(
+        tmp_path, monkeypatch):
+    # A user's json.py next to them: ``import json`` finds the standard library's.
+    (tmp_path / "json.py").write_text("def make(knobs):\n    return None\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PipelineError) as info:
+        Pipeline.load("json:make")
+    msg = str(info.value)
+    assert "has no attribute 'make'" in msg and "shadowed" in msg and "rename it" in msg
+    assert str(tmp_path / "json.py") in msg
+    # Without a file of that name here, the message stays as it was.
+    (tmp_path / "json.py").unlink()
+    with pytest.raises(PipelineError) as info:
+        Pipeline.load("json:make")
+    assert "shadowed" not in str(info.value)
 
 
 def test_reference_imports_from_working_directory(tmp_path, monkeypatch):

@@ -102,3 +102,20 @@ def test_a_collated_tuple_is_one_batch_of_two_features_not_two_records():
         assert p.batch_size == size
         ds = p.build({"workers": 1})
         assert sum(p.records_in(batch) for batch in p.iterate(ds)) == 1000
+
+
+def test_probing_more_workers_than_cores_does_not_show_torchs_warning_but_the_users_loader_does():
+    import os
+    import warnings
+
+    p = Pipeline(loader)
+    workers = len(os.sched_getaffinity(0)) + 2      # past torch's suggested maximum
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        m = probe(p, {"workers": workers + 1}, window_s=0.5, warmup_s=0.2)
+        assert m.ok, m.error
+        probed = [str(w.message) for w in seen]
+        users_own = p.build({"workers": workers + 1})
+        iter(users_own)
+    assert not [w for w in probed if "worker processes" in w], probed
+    assert any("worker processes" in str(w.message) for w in seen[len(probed):])

@@ -9,6 +9,7 @@ import json
 import logging
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -228,6 +229,29 @@ def test_a_budget_that_holds_no_step_says_so_and_caches_nothing(cache_dir):
     assert get_cache(cache_dir).records() == []
     again = tune(TINY, budget_s=0.5, cache=cache_dir, window_s=0.4, progress=False, seed=0)
     assert again.source == "tuned"
+
+
+def _wait_and_return(i):
+    time.sleep(0.005)
+    return i
+
+
+def capped_reads(knobs):
+    """torchdata: reads that wait 5 ms each on at most 2 threads (the bound binds; torchdata
+    has no AUTOTUNE to return instead of a number)."""
+    from torchdata import nodes
+
+    node = nodes.ParallelMapper(nodes.IterableWrapper(range(10**9)), _wait_and_return,
+                                num_workers=knobs.parallelism("get", max=2, default=2),
+                                method="thread")
+    return nodes.Batcher(node, batch_size=8)
+
+
+def test_a_knob_tuned_to_its_max_is_reported_with_the_fix(cache_dir):
+    result = tune(capped_reads, budget_s=3, cache=cache_dir, **FAST)
+    assert result.config["get"] == 2, result.history       # 1 thread waits twice as long
+    assert any("knob 'get' was tuned to its max (2)" in w and "max=..." in w
+               for w in result.warnings), result.warnings
 
 
 def test_a_finite_dataset_is_tuned_over_epochs_and_builds_one_epoch(cache_dir):

@@ -4,7 +4,9 @@ timings; its worker processes count in the probe's CPU and memory readings."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import warnings
 
 from .torchdata import (POOL_KNOB, POOL_OPTION, autotune_choices,  # noqa: F401
                         build_signature, finalize,
@@ -26,6 +28,18 @@ def batch_size(ds) -> int | None:
     return ds.batch_size
 
 
+@contextlib.contextmanager
+def searching_past_the_cores():
+    """Hides torch's warning that ``num_workers`` passes the cores it sees, which a search
+    triggers on purpose (workers that wait on I/O pay past the cores): the loaders the probe
+    builds and iterates do not show it; the user's own (``result.build()``) still do."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UserWarning,
+                                message=r"This DataLoader will create \d+ worker processes")
+        yield
+
+
 def iterate(ds):
     """An iterator over a new epoch (new workers unless ``persistent_workers``)."""
-    return iter(ds)
+    with searching_past_the_cores():
+        return iter(ds)

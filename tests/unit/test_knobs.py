@@ -3,7 +3,7 @@
 import pytest
 
 from intune_flow.errors import KnobError
-from intune_flow.knobs import AUTOTUNE, Knob, Knobs, KnobSpace
+from intune_flow.knobs import AUTOTUNE, Knob, Knobs, KnobSpace, at_their_max
 
 
 def _factory(knobs):
@@ -94,3 +94,15 @@ def test_space_fingerprint_depends_on_bounds_not_defaults():
     assert wider.fingerprint() != space.fingerprint()
     with pytest.raises(KnobError, match="malformed"):
         KnobSpace.from_json([{"name": "x"}])
+
+
+def test_declared_thread_knobs_tuned_to_their_max_are_named_with_the_fix():
+    space = KnobSpace((Knob("get", "parallelism", 1, 8, 1), Knob("pool", "threads", 1, 16, 1),
+                       Knob("prefetch", "buffer", 1, 4, 1), Knob("threadpool", "threads", 1, 256, 1),
+                       Knob("fixed", "parallelism", 2, 2, 2)))
+    config = {"get": 8, "pool": 16, "prefetch": 4, "threadpool": 256, "fixed": 2}
+    out = at_their_max(space, config, implicit=("threadpool",))
+    assert len(out) == 2, out      # not a buffer, an implicit knob or a knob with one value
+    assert "knob 'get' was tuned to its max (8)" in out[0] and "knobs.parallelism('get'" in out[0]
+    assert "knobs.threads('pool', max=...)" in out[1]
+    assert at_their_max(space, {**config, "get": AUTOTUNE, "pool": 15}, ("threadpool",)) == []

@@ -116,6 +116,21 @@ def test_intune_beats_all_ones_clearly():
     assert out.stopped in ("converged", "budget")
 
 
+def test_the_done_line_says_when_the_end_of_search_looks_chose_the_best():
+    from intune_flow.progress import format_event
+    events = []
+    out = run_search(sim(1), "intune", budget_s=40.0, seed=0, progress=events.append)
+    done = events[-1]
+    assert done["event"] == "done" and out.extra.get("best_looks")
+    assert done["best_looks"] == out.extra["best_looks"]
+    line = format_event(done)
+    assert f"chosen on {out.extra['best_looks']} new look(s)" in line
+    assert f"{out.extra['best_mean']:,.0f}/s" in line
+    hill = []
+    run_search(sim(1), "hillclimb", budget_s=15.0, progress=hill.append)
+    assert "new look" not in format_event(hill[-1])
+
+
 def test_progress_events_and_log_lines(caplog):
     events = []
     run_search(sim(1), "hillclimb", budget_s=15.0, progress=events.append)
