@@ -31,6 +31,7 @@ class Measurement:
     error: str | None = None
     stage_signals: dict[str, float] = field(default_factory=dict)  # per-knob, 0..1 where known
     autotune_choices: dict[str, int] = field(default_factory=dict)  # what AUTOTUNE knobs held
+    same_as: dict[str, int] | None = None  # not measured: builds what this config measured did
 
     @property
     def ok(self) -> bool:

@@ -10,6 +10,7 @@ returns a frozen :class:`PipelineDescription`.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import logging
@@ -21,6 +22,7 @@ from typing import Any, Callable, Mapping
 
 from . import adapters
 from .adapters.protocol import Adapter
+from .adapters.torch_loader import searching_past_the_cores
 from .bounded import Hung, call_bounded, run_bounded
 from .errors import KnobError, PipelineError, describe_error
 from .knobs import AUTOTUNE, Knobs, KnobSpace
@@ -287,27 +289,46 @@ class Pipeline:
 
     def _inert_knobs(self, desc: PipelineDescription) -> list[str]:
         """Warnings for declared knobs that change nothing in the built dataset: built at
-        their minimum and at their maximum (the rest at defaults), the two builds have the
-        same signature (tf.data: graph and options). Knobs located in a stage are not
-        built again; frameworks without signatures: []."""
+        their minimum and at their maximum, the two builds have the same signature (tf.data:
+        graph and options), both with the other knobs at their defaults and at their maxima
+        (a DataLoader's prefetch factor matters only with workers). Knobs located in a
+        stage are not built again; frameworks without signatures: []."""
         out = []
+        highs = {k.name: k.max for k in desc.space}
         for knob in desc.space:
             if knob.name in desc.implicit or knob.min == knob.max or desc.stages.get(knob.name):
                 continue    # a knob located in a stage reaches the dataset
             try:
-                low = desc.adapter.build_signature(self._build(desc, {knob.name: knob.min}))
-                if low is None:
+                same = self._same_build(desc, {knob.name: knob.min}, {knob.name: knob.max})
+                if same is None:
                     return out
-                high = desc.adapter.build_signature(self._build(desc, {knob.name: knob.max}))
+                same = same and self._same_build(desc, {**highs, knob.name: knob.min},
+                                                 {**highs, knob.name: knob.max})
             except Exception:  # noqa: BLE001 - a failing build is reported by the search
                 continue
-            if low == high:
+            if same:
                 msg = (f"knob {knob.name!r} changes nothing in the built dataset (the same graph "
                        f"and options at {knob.min} and {knob.max}): pipeline {self.name} declares "
                        "it but does not pass its value to the dataset")
                 log.warning(msg)
                 out.append(msg)
         return out
+
+    def _same_build(self, desc: PipelineDescription, a: dict, b: dict) -> bool | None:
+        """Whether configs ``a`` and ``b`` build the same dataset (None: no signature)."""
+        first = desc.adapter.build_signature(self._build(desc, a))
+        if first is None:
+            return None
+        return first == desc.adapter.build_signature(self._build(desc, b))
+
+    def signature(self, config: Mapping[str, int]) -> bytes | None:
+        """What ``config`` builds, comparable between configs (the adapter's
+        ``build_signature``); None where the framework has none or the build fails."""
+        desc = self.describe()
+        try:
+            return desc.adapter.build_signature(self._build(desc, config))
+        except Exception:  # noqa: BLE001 - the probe builds again and reports the error
+            return None
 
     def _autotune_rejected(self, desc: PipelineDescription) -> list[str]:
         """Knobs whose op rejects AUTOTUNE when built (a shuffle buffer): one dry build with
@@ -391,11 +412,14 @@ class Pipeline:
 
     def build(self, config: Mapping[str, int] | None = None, *, cpu_budget: float | None = None):
         """A fresh dataset with ``config`` (missing knobs at their defaults)."""
-        return self._build(self.describe(), config, cpu_budget)
+        return self._build(self.describe(), config, cpu_budget, searching=False)
 
-    def _build(self, desc: PipelineDescription, config, cpu_budget=None):
+    def _build(self, desc: PipelineDescription, config, cpu_budget=None, searching=True):
+        """``build``; ``searching``: for discovery or a search's comparison, so the framework's
+        warnings about configs a search tries on purpose are not shown."""
         config = self._resolve(desc, config, cpu_budget)
-        ds, adapter = self._call(Knobs(config))
+        with searching_past_the_cores() if searching else contextlib.nullcontext():
+            ds, adapter = self._call(Knobs(config))
         return adapter.finalize(ds, config, desc.implicit)
 
     def build_split(self, config: Mapping[str, int] | None, splitter, *,

@@ -119,3 +119,30 @@ def test_probing_more_workers_than_cores_does_not_show_torchs_warning_but_the_us
         iter(users_own)
     assert not [w for w in probed if "worker processes" in w], probed
     assert any("worker processes" in str(w.message) for w in seen[len(probed):])
+
+
+def ignores_its_prefetch(knobs, batch_size=16):
+    knobs.buffer("prefetch", max=8)            # declared, never passed on
+    return DataLoader(Blocking(), batch_size=batch_size,
+                      num_workers=knobs.parallelism("workers", max=3) - 1)
+
+
+def test_a_config_that_builds_a_loader_already_measured_is_not_measured_again():
+    from intune_flow.real_env import PipelineEnv
+
+    # The README's pattern: without workers the prefetch factor is not passed on. That is
+    # not a knob that changes nothing (it does with workers), so no warning says it is.
+    p = Pipeline(loader)
+    assert not [w for w in p.describe().warnings if "changes nothing" in w]
+    assert any("'prefetch' changes nothing" in w
+               for w in Pipeline(ignores_its_prefetch).describe().warnings)
+    env = PipelineEnv(p, window_s=0.3, warmup_s=0.1)
+    first = env.measure({"workers": 1, "prefetch": 2})
+    twin = env.measure({"workers": 1, "prefetch": 8})       # the same in-process loader
+    assert first.ok and first.same_as is None
+    assert twin.same_as == first.config and twin.config == {"workers": 1, "prefetch": 8}
+    assert twin.throughput == first.throughput and twin.seconds < first.seconds / 5
+    again = env.measure({"workers": 1, "prefetch": 2})      # a new look is a real one
+    assert again.same_as is None and again.seconds > twin.seconds
+    with_workers = [env.measure({"workers": 3, "prefetch": f}) for f in (2, 4)]
+    assert [m.same_as for m in with_workers] == [None, None]

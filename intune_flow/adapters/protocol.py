@@ -23,6 +23,10 @@ class Adapter(Protocol):
     ``private_threadpool_size``), None where there is none."""
     POOL_KNOB: str | None
     """The implicit knob that sets ``POOL_OPTION`` (tf.data: ``threadpool``)."""
+    SIGNATURE_PER_PROBE: bool
+    """Whether a probe first compares the config's build with those measured before, so a
+    config that builds a pipeline already measured under another config is not measured
+    again (DataLoader: any ``prefetch_factor`` without workers)."""
 
     def is_dataset(self, obj: Any) -> bool:
         """True for a dataset of this framework (only if the framework is already imported)."""

@@ -15,6 +15,8 @@ LIST_IS_BATCH = False
 THREADPOOL = "threadpool"
 POOL_OPTION = "private_threadpool_size"
 POOL_KNOB = THREADPOOL
+# Every move changes the graph: serializing it per probe would cost more than it spares.
+SIGNATURE_PER_PROBE = False
 
 
 def is_dataset(obj) -> bool:

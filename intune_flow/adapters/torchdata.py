@@ -10,6 +10,7 @@ FRAMEWORK = "torchdata"
 LIST_IS_BATCH = True     # a Batcher without a collate step yields a list of items
 POOL_OPTION = None       # no framework-wide thread pool: workers are per stage
 POOL_KNOB = None
+SIGNATURE_PER_PROBE = False
 
 
 def _types():

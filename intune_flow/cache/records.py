@@ -343,7 +343,7 @@ def summarize_history(history, top: int = 5) -> dict:
     statuses: dict[str, int] = {}
     for m in rows:
         statuses[m.status] = statuses.get(m.status, 0) + 1
-    ok = [m for m in ok if math.isfinite(m.throughput)]
+    ok = [m for m in ok if math.isfinite(m.throughput) and not getattr(m, "same_as", None)]
     best = sorted(ok, key=lambda m: m.throughput, reverse=True)[:top]
     return {"measurements": len(rows), "statuses": statuses,
             "seconds": float(sum(m.seconds for m in rows if math.isfinite(m.seconds))),

@@ -261,7 +261,7 @@ def _confirm(tr: Tracker, count: int = CONFIRM) -> None:
     """
     seen: dict[tuple, list] = {}
     for m in tr.history[tr.rebased_at:]:
-        if m.ok:
+        if m.ok and not m.same_as:     # a twin's new look would be its twin's old one
             seen.setdefault(config_key(m.config), []).append(m)
     left = tr.measurements_left()
     count = int(min(count, left)) if left != float("inf") else count

@@ -137,7 +137,7 @@ class Tracker:
         return self.env.clock() - self.t0
 
     def mean_cost(self) -> float:
-        costs = [m.seconds for m in self._history if m.seconds > 0]
+        costs = [m.seconds for m in self._history if m.seconds > 0 and not m.same_as]
         return sum(costs) / len(costs) if costs else 0.0
 
     def can_measure(self) -> bool:
