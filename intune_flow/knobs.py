@@ -295,7 +295,8 @@ class Knobs:
 
 def at_their_max(space, config: dict, implicit=()) -> list[str]:
     """A warning per declared thread knob the search left at its ``max``: the bound, not the
-    pipeline, may have stopped it (an I/O-bound read can use hundreds of calls)."""
+    pipeline, may have stopped it (an I/O-bound read can use hundreds of calls). For configs
+    that left the CPU room: on a busy CPU more calls only take turns."""
     return [f"knob {k.name!r} was tuned to its max ({k.max}): the best may lie above it; if "
             f"the pipeline can use more, raise the bound in the factory "
             f"(knobs.{k.kind}({k.name!r}, max=...)) and tune again"

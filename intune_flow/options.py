@@ -255,15 +255,17 @@ def _problem(where, name, value, must: str, fix: str) -> OptionsError:
 
 
 def _positive(name, value, text, where, meta, unit="seconds"):
+    unit_given = False
     if text is not None:
         try:
             value = float(text)
         except ValueError:
-            pass
+            unit_given = True   # "20s", "1 min": the unit is the name's
     example = meta.get("example", 60)
     if isinstance(value, bool) or not isinstance(value, (int, float)) \
             or not math.isfinite(value) or value <= 0:
-        raise _problem(where, name, value, f"a positive number of {unit}",
+        bare = " (a bare number, no unit)" if unit_given else ""
+        raise _problem(where, name, value, f"a positive number of {unit}{bare}",
                        f"e.g. {name}={example}")
     return float(value)
 

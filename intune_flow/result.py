@@ -27,7 +27,9 @@ class TuneResult:
 
     ``autotune_throughput`` is what all knobs at tf.data's AUTOTUNE delivered in this run's
     search (or, for a cache hit, in the search that wrote the record); None where AUTOTUNE
-    was not measured (torchdata, DataLoader, a fallback). ``vs_autotune`` is the ratio.
+    was not measured (torchdata, DataLoader, a fallback). ``vs_autotune`` is the config's
+    throughput over it, both from that one search: on a cache hit the ratio of the night
+    that tuned it, not today's short verification probe over that night's AUTOTUNE.
     ``tuning_seconds`` is the wall time of the tuning phase (knob discovery, fingerprint,
     cache lookup, probes/search, write-back; not the import of the pipeline's module).
     ``seconds_saved`` is, for a run that found a record, the recorded cold tuning
@@ -56,6 +58,7 @@ class TuneResult:
     pipeline_kwargs: dict = field(default_factory=dict)      # the factory arguments build() reuses
     pipeline_kwargs_not_kept: list[str] = field(default_factory=list)  # not JSON, or secret-like
     autotune_throughput: float | None = None  # all knobs at tf.data AUTOTUNE, where measured
+    vs_autotune: float | None = None     # throughput / autotune_throughput, from one search
     # -- scale-out (tune(..., workers=...)); single-node results keep the defaults ----------
     workers: int = 0                     # tf.data service workers picked (0: all on the trainer)
     worker_pool: str | None = None       # the pool spec tuned on ("local:2x1"); None: one node
@@ -63,6 +66,10 @@ class TuneResult:
     cluster_history: list[dict] = field(default_factory=list)  # every window over K
     worker_startups: list[list] = field(default_factory=list)  # [from K, to K, seconds, at s]
     scaleout_stages: list[dict] = field(default_factory=list)  # budget checks, ScaleWalk.stages
+
+    def __post_init__(self):
+        if self.vs_autotune is None and self.autotune_throughput and self.throughput:
+            self.vs_autotune = self.throughput / self.autotune_throughput
 
     @classmethod
     def fallback(cls, reason: str, *, config: dict | None = None, what: str = "the factory "
@@ -119,13 +126,6 @@ class TuneResult:
                      replace_lost=replace_lost, **factory_kwargs)
 
     @property
-    def vs_autotune(self) -> float | None:
-        """Throughput over all-AUTOTUNE's (tf.data), None where AUTOTUNE was not measured."""
-        if not self.autotune_throughput or self.autotune_throughput <= 0:
-            return None
-        return self.throughput / self.autotune_throughput
-
-    @property
     def speedup(self) -> float:
         """Throughput over the start config's throughput (0 when unknown)."""
         return self.throughput / self.start_throughput if self.start_throughput > 0 else 0.0
@@ -152,6 +152,10 @@ class TuneResult:
     def summary(self) -> str:
         """One line for logs."""
         extra = f" ({self.reason})" if self.reason else ""
+        if not self.throughput:    # a fallback measured nothing: no figures to show
+            config = self.config or "the factory defaults"
+            return (f"source={self.source} nothing measured, "
+                    f"tuning={self.tuning_seconds:.1f}s config={config}{extra}")
         versus = f" ({self.vs_autotune:.1f} times AUTOTUNE)" if self.vs_autotune else ""
         return (f"source={self.source} throughput={self.throughput:,.0f}/s{versus} "
                 f"start={self.start_throughput:,.0f}/s tuning={self.tuning_seconds:.1f}s "

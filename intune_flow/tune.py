@@ -35,6 +35,7 @@ from .cache.records import (Lookup, Record, hardware_info, read, summarize_histo
                             transfer_candidates, write_best)
 from .cache.session import CacheSession
 from .errors import KnobError, TuningError, describe_error
+from .agent.moves import BUSY_CPU
 from .knobs import at_their_max
 from .measurement import Measurement
 from .options import TuneOptions
@@ -343,7 +344,8 @@ class TuningRun:
                               start_throughput=start.throughput if start and start.ok else 0.0,
                               reason=reason,
                               history=list(prior) + list(outcome.history) + [confirm])
-        if self.options.method in SEARCHING:
+        # A bound binds only while the CPU has room: on a busy one more calls take turns.
+        if self.options.method in SEARCHING and best.ok and best.cpu_util < BUSY_CPU:
             for msg in at_their_max(self.description.space, result.config,
                                     self.description.implicit):
                 log.warning(msg)
@@ -433,7 +435,9 @@ class TuningRun:
         return TuneResult(config=dict(config), throughput=throughput,
                           start_config=dict(start_config), start_throughput=start_throughput,
                           source=source, reason=reason or None,
-                          autotune_throughput=self._autotune(fields["history"]), **fields)
+                          autotune_throughput=self._autotune(fields["history"]),
+                          vs_autotune=self._night_vs_autotune() if source == "cache" else None,
+                          **fields)
 
     def _autotune(self, history: list[Measurement]) -> float | None:
         """All-AUTOTUNE's throughput: measured in this run, else carried by the record."""
@@ -444,6 +448,15 @@ class TuningRun:
         if self.started_from is not None and self.started_from is self.record:
             return _positive(self.started_from.history.get("autotune_throughput"))
         return None
+
+    def _night_vs_autotune(self) -> float | None:
+        """On a cache hit, the record's config over AUTOTUNE in the search that wrote it (its
+        best window over AUTOTUNE's): today's verification probe is a shorter look, on a
+        machine that may be busier, and over that night's AUTOTUNE it would read low."""
+        night = self.record.history if self.record is not None else {}
+        best, autotune = (_positive(night.get(k)) for k in ("search_best_throughput",
+                                                             "autotune_throughput"))
+        return best / autotune if best and autotune else None
 
     def _finish(self, result: TuneResult, started: float) -> TuneResult:
         result.tuning_seconds = time.perf_counter() - started

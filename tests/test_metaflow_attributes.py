@@ -36,7 +36,7 @@ def test_strings_from_the_command_line_are_coerced():
     ({"pipeline": REF, "cache": "ftp://host/x"}, "scheme 'ftp':// is not supported"),
     ({"pipeline": REF, "budget_s": -1}, "budget_s must be a positive number of seconds, got -1"),
     ({"pipeline": REF, "budget_s": 0}, "budget_s must be a positive number of seconds, got 0"),
-    ({"pipeline": REF, "budget_s": "soon"}, "budget_s must be a positive number of seconds, got 'soon'"),
+    ({"pipeline": REF, "budget_s": "soon"}, r"budget_s must be a positive number of seconds \(a bare number, no unit\), got 'soon'"),
     ({"pipeline": REF, "cpu_budget": 0}, "cpu_budget must be a positive number of cores"),
     ({"pipeline": REF, "timeout_s": 0}, "timeout_s must be a positive number of seconds, got 0"),
     ({"pipeline": REF, "timeout_s": -3}, "got -3"),

@@ -280,6 +280,20 @@ def test_cold_then_warm_tiny(cache_dir, lenient):
     next(iter(ds))
 
 
+def test_vs_autotune_comes_from_one_search_and_a_cache_hit_reports_its_nights(cache_dir, lenient):
+    cold = tune(TINY, budget_s=4, cache=cache_dir, **FAST)
+    assert cold.source == "tuned" and cold.autotune_throughput, cold.history
+    assert cold.vs_autotune == pytest.approx(cold.throughput / cold.autotune_throughput)
+    assert cold.to_dict()["vs_autotune"] == pytest.approx(cold.vs_autotune)   # in artifacts
+    warm = tune(TINY, budget_s=4, cache=cache_dir, **FAST)
+    assert warm.source == "cache"
+    # Today's verification probe is not set against that night's AUTOTUNE window.
+    assert warm.vs_autotune == pytest.approx(cold.vs_autotune)
+    assert TuneResult.from_dict(warm.to_dict()).vs_autotune == pytest.approx(warm.vs_autotune)
+    older = {k: v for k, v in cold.to_dict().items() if k != "vs_autotune"}
+    assert TuneResult.from_dict(older).vs_autotune == pytest.approx(cold.vs_autotune)
+
+
 def test_damaged_record_logged_and_retuned(cache_dir, caplog):
     cold = tune(TINY, budget_s=3, cache=cache_dir, **CACHED)
     cache = get_cache(cache_dir)

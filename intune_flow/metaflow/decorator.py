@@ -256,8 +256,9 @@ def _progress(event: dict) -> None:
 
 
 def _report(r) -> None:
-    line = (f"source {r.source}: config {dict(r.config)} after {r.tuning_seconds:.1f} s, "
-            f"{_num(r.throughput)} records/s")
+    line = (f"source {r.source}: config {dict(r.config) or 'the factory defaults'} after "
+            f"{r.tuning_seconds:.1f} s, " +
+            (f"{_num(r.throughput)} records/s" if r.throughput else "nothing measured"))
     if r.start_throughput:
         line += f" (start config {_num(r.start_throughput)}/s)"
     if r.seconds_saved:

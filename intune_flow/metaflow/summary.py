@@ -31,8 +31,8 @@ def summarize(intune_result: dict, train_stats: dict) -> dict:
         "tuning_seconds": intune_result.get("tuning_seconds"),
         "seconds_saved": intune_result.get("seconds_saved"),
         "pipeline_throughput": intune_result.get("throughput"),
-        "vs_autotune": _ratio(intune_result.get("throughput"),
-                              intune_result.get("autotune_throughput")),
+        "vs_autotune": intune_result.get("vs_autotune") or _ratio(
+            intune_result.get("throughput"), intune_result.get("autotune_throughput")),
         "config": intune_result.get("config"),
         "workers": intune_result.get("workers") if intune_result.get("worker_pool") else None,
         "cost_per_million": intune_result.get("cost_per_million"),

@@ -31,6 +31,7 @@ def test_blank_values_are_the_defaults():
 @pytest.mark.parametrize("name, value, words", [
     ("budget_s", 0, "budget_s must be a positive number of seconds, got 0; e.g. budget_s=60"),
     ("budget_s", float("inf"), "got inf"),
+    ("budget_s", "20s", "a positive number of seconds (a bare number, no unit), got '20s'"),
     ("budget_s", True, "got True"),
     ("cpu_budget", -1, "cpu_budget must be a positive number of cores"),
     ("ram_budget", "lots", "not a memory size"),

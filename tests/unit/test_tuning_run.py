@@ -153,3 +153,34 @@ def test_every_probe_failing_on_a_miss_falls_back_to_the_defaults(target, cache)
 def test_strict_raises_instead_of_falling_back(target, cache):
     with pytest.raises(TuningError, match="every probe failed"):
         _run(SimTarget(target.sim, fail=True), cache, strict=True)
+
+
+def _capped(pipeline, cap):
+    """``pipeline`` with every parallelism and pool knob bounded at ``cap``."""
+    import dataclasses
+
+    from intune_flow.knobs import THREAD_KINDS, KnobSpace
+    knobs = tuple(dataclasses.replace(k, max=min(k.max, cap), default=min(k.default, cap))
+                  if k.kind in THREAD_KINDS else k for k in pipeline.space)
+    return dataclasses.replace(pipeline, space=KnobSpace(knobs))
+
+
+def test_a_knob_left_at_its_max_is_reported_only_while_the_cpu_had_room(cache):
+    from intune_flow.knobs import THREAD_KINDS
+
+    def at_max(r, space):
+        return [k.name for k in space if k.kind in THREAD_KINDS and r.config[k.name] == k.max]
+
+    # Bounded at 4 on 8 cores the stages leave the CPU half idle: the bounds bind.
+    roomy = SimTarget(_capped(sample_pipeline("test", 2, cores=8), 4))
+    r = _run(roomy, cache, cores=8)
+    best = next(m for m in r.history if m.config == r.config and m.ok)
+    named = [w for w in r.warnings if "was tuned to its max" in w]
+    assert best.cpu_util < 0.8 and at_max(r, roomy.sim.space)
+    assert len(named) == len(at_max(r, roomy.sim.space)), named
+    # Bounded at 2 on 2 cores they keep it busy: more calls would take turns, no warning.
+    busy = SimTarget(_capped(sample_pipeline("test", 2, cores=2), 2))
+    r = _run(busy, MemoryCache(), cores=2)
+    best = next(m for m in r.history if m.config == r.config and m.ok)
+    assert best.cpu_util >= 0.8 and at_max(r, busy.sim.space)
+    assert not [w for w in r.warnings if "was tuned to its max" in w], r.warnings
