@@ -10,7 +10,6 @@ returns a frozen :class:`PipelineDescription`.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import inspect
 import logging
@@ -412,13 +411,13 @@ class Pipeline:
 
     def build(self, config: Mapping[str, int] | None = None, *, cpu_budget: float | None = None):
         """A fresh dataset with ``config`` (missing knobs at their defaults)."""
-        return self._build(self.describe(), config, cpu_budget, searching=False)
+        return self._build(self.describe(), config, cpu_budget)
 
-    def _build(self, desc: PipelineDescription, config, cpu_budget=None, searching=True):
-        """``build``; ``searching``: for discovery or a search's comparison, so the framework's
-        warnings about configs a search tries on purpose are not shown."""
+    def _build(self, desc: PipelineDescription, config, cpu_budget=None):
+        # Discovery and the search build configs past the cores on purpose: torch's warning
+        # about that is kept for iterating (the user's own loop still shows it).
         config = self._resolve(desc, config, cpu_budget)
-        with searching_past_the_cores() if searching else contextlib.nullcontext():
+        with searching_past_the_cores():
             ds, adapter = self._call(Knobs(config))
         return adapter.finalize(ds, config, desc.implicit)
 

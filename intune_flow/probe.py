@@ -47,7 +47,6 @@ import threading
 import time
 from typing import Mapping
 
-from .adapters.torch_loader import searching_past_the_cores
 from .bounded import Hung
 from .errors import IntuneError
 from .measurement import (STATUS_EMPTY, STATUS_ERROR, STATUS_OK, STATUS_OOM, STATUS_TIMEOUT,
@@ -156,8 +155,7 @@ class _Worker(threading.Thread):
     def run(self):
         ds = it = None
         try:
-            with searching_past_the_cores():
-                ds = self.pipeline.build(self.config)
+            ds = self.pipeline.build(self.config)
             it = self.iterator = self.pipeline.iterate(ds)
             self.iterating_at = time.perf_counter()
             in_epoch = 0

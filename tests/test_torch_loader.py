@@ -104,7 +104,7 @@ def test_a_collated_tuple_is_one_batch_of_two_features_not_two_records():
         assert sum(p.records_in(batch) for batch in p.iterate(ds)) == 1000
 
 
-def test_probing_more_workers_than_cores_does_not_show_torchs_warning_but_the_users_loader_does():
+def test_probing_more_workers_than_cores_does_not_show_torchs_warning_but_the_users_loop_does():
     import os
     import warnings
 
@@ -116,7 +116,7 @@ def test_probing_more_workers_than_cores_does_not_show_torchs_warning_but_the_us
         assert m.ok, m.error
         probed = [str(w.message) for w in seen]
         users_own = p.build({"workers": workers + 1})
-        iter(users_own)
+        iter(users_own)                             # the user's own loop over it
     assert not [w for w in probed if "worker processes" in w], probed
     assert any("worker processes" in str(w.message) for w in seen[len(probed):])
 

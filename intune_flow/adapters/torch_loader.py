@@ -44,8 +44,9 @@ def batch_size(ds) -> int | None:
 @contextlib.contextmanager
 def searching_past_the_cores():
     """Hides torch's warning that ``num_workers`` passes the cores it sees, which a search
-    triggers on purpose (workers that wait on I/O pay past the cores): the loaders discovery
-    and the search build and iterate do not show it; the user's own (``result.build()``) do."""
+    triggers on purpose (workers that wait on I/O pay past the cores): not shown while a
+    pipeline is built nor while intune_flow's probes iterate it; the user's own loop over
+    ``result.build()`` still shows it."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=UserWarning,
                                 message=r"This DataLoader will create \d+ worker processes")
