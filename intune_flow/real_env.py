@@ -85,7 +85,8 @@ class PipelineEnv:
         otherwise and when discovery or the build fails or hangs (the probe reports those)."""
         if self._compares is None:
             try:
-                self._compares = self.pipeline.describe(self.timeout_s).adapter.SIGNATURE_PER_PROBE
+                adapter = self.pipeline.describe(self.timeout_s).adapter
+                self._compares = adapter.SIGNATURE_PER_PROBE
             except Exception:  # noqa: BLE001 - the probe describes again and reports it
                 return None
         if not self._compares:

@@ -68,9 +68,12 @@ def _describe(obj, depth: int, path: set) -> str:
         return f"method({sub(obj.__self__)}.{obj.__func__.__qualname__})"
     if isinstance(obj, types.FunctionType):
         # A knob captured by a closure or a default argument is part of what the function does.
+        # Two lambdas of one factory share a qualname: their code tells them apart.
         cells = tuple(c.cell_contents for c in obj.__closure__ or () if _filled(c))
-        return (f"function({obj.__module__}.{obj.__qualname__},{sub(obj.__defaults__)},"
-                f"{sub(obj.__kwdefaults__)},{sub(cells)})")
+        code = obj.__code__
+        body = hashlib.sha256(code.co_code + repr(code.co_consts).encode()).hexdigest()[:16]
+        return (f"function({obj.__module__}.{obj.__qualname__}:{code.co_firstlineno}:{body},"
+                f"{sub(obj.__defaults__)},{sub(obj.__kwdefaults__)},{sub(cells)})")
     if isinstance(obj, (type, types.BuiltinFunctionType, types.ModuleType)):
         return f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', obj.__name__)}"
     array = _array_bytes(obj)

@@ -46,6 +46,11 @@ def test_a_knob_in_a_closure_a_default_or_a_partial_is_seen():
 
     assert describe(with_default) != describe(other_default)
 
+    def pick(n):     # a knob choosing between two lambdas of one qualname
+        return (lambda x: x * 2) if n > 4 else (lambda x: x + 2)
+
+    assert describe(pick(8)) != describe(pick(1)) and describe(pick(8)) == describe(pick(9))
+
 
 def test_what_cannot_be_described_by_value_gives_no_signature():
     assert describe(Shards([threading.Lock()], 1)) is None
