@@ -315,17 +315,19 @@ class Pipeline:
 
     def _same_build(self, desc: PipelineDescription, a: dict, b: dict) -> bool | None:
         """Whether configs ``a`` and ``b`` build the same dataset (None: no signature)."""
-        first = desc.adapter.build_signature(self._build(desc, a))
+        first = self._signature(desc, a)
         if first is None:
             return None
-        return first == desc.adapter.build_signature(self._build(desc, b))
+        return first == self._signature(desc, b)
+
+    def _signature(self, desc: PipelineDescription, config) -> bytes | None:
+        return desc.adapter.build_signature(self._build(desc, config))
 
     def signature(self, config: Mapping[str, int]) -> bytes | None:
         """What ``config`` builds, comparable between configs (the adapter's
         ``build_signature``); None where the framework has none or the build fails."""
-        desc = self.describe()
         try:
-            return desc.adapter.build_signature(self._build(desc, config))
+            return self._signature(self.describe(), config)
         except Exception:  # noqa: BLE001 - the probe builds again and reports the error
             return None
 

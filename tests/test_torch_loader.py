@@ -127,8 +127,22 @@ def ignores_its_prefetch(knobs, batch_size=16):
                       num_workers=knobs.parallelism("workers", max=3) - 1)
 
 
-def test_a_config_that_builds_a_loader_already_measured_is_not_measured_again():
+def test_a_config_that_builds_a_loader_already_measured_is_not_measured_again(monkeypatch):
+    import dataclasses
+    import importlib
+
     from intune_flow.real_env import PipelineEnv
+
+    probe_module = importlib.import_module("intune_flow.probe")  # the module, not probe()
+
+    probed = []      # the real probe runs; each call is counted
+
+    def counted(*args, **kwargs):
+        probed.append(args[1])
+        return real_probe(*args, **kwargs)
+
+    real_probe = probe_module.probe
+    monkeypatch.setattr(probe_module, "probe", counted)
 
     # The README's pattern: without workers the prefetch factor is not passed on. That is
     # not a knob that changes nothing (it does with workers), so no warning says it is.
@@ -141,8 +155,11 @@ def test_a_config_that_builds_a_loader_already_measured_is_not_measured_again():
     twin = env.measure({"workers": 1, "prefetch": 8})       # the same in-process loader
     assert first.ok and first.same_as is None
     assert twin.same_as == first.config and twin.config == {"workers": 1, "prefetch": 8}
-    assert twin.throughput == first.throughput and twin.seconds < first.seconds / 5
+    assert probed == [first.config]                           # the twin was not probed
+    # The twin is first's measurement, under its own config.
+    assert dataclasses.replace(twin, config=first.config, same_as=None,
+                               seconds=first.seconds) == first
     again = env.measure({"workers": 1, "prefetch": 2})      # a new look is a real one
-    assert again.same_as is None and again.seconds > twin.seconds
+    assert again.same_as is None and probed == [first.config] * 2
     with_workers = [env.measure({"workers": 3, "prefetch": f}) for f in (2, 4)]
-    assert [m.same_as for m in with_workers] == [None, None]
+    assert [m.same_as for m in with_workers] == [None, None] and len(probed) == 4
