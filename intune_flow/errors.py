@@ -30,6 +30,22 @@ class TuningError(IntuneError):
     """Tuning failed and strict mode asked for the failure to propagate."""
 
 
+def near_misses(names, known, cutoff: float = 0.6) -> dict[str, str]:
+    """Each of ``names`` that is not in ``known`` but close to one of it: name -> that one."""
+    import difflib
+
+    known = list(known)
+    close = {n: difflib.get_close_matches(n, known, n=1, cutoff=cutoff)
+             for n in names if n not in known}
+    return {n: c[0] for n, c in close.items() if c}
+
+
+def did_you_mean(names, known) -> str:
+    """`` (did you mean 'a' -> 'b'?)`` for the near misses among ``names``; "" for none."""
+    hints = [f"{n!r} -> {m!r}" for n, m in near_misses(names, known).items()]
+    return f" (did you mean {', '.join(hints)}?)" if hints else ""
+
+
 def describe_error(exc: BaseException, limit: int = 600) -> str:
     """A one-line summary of ``exc`` for logs and fallback reasons, at most ``limit`` characters.
 

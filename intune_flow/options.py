@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping
 
-from .errors import CacheError, OptionsError, PipelineError
+from .errors import CacheError, OptionsError, PipelineError, did_you_mean
 
 SURFACES = ("tune", "cli", "metaflow", "airflow")
 """Where a user writes tuning arguments; ``probe`` uses the budget and window validators."""
@@ -105,11 +105,7 @@ class TuneOptions:
         """
         at = where if callable(where) else (lambda name: where)
         where = at("")
-        known = cls.names(surface)
-        unknown = sorted(set(raw) - set(known))
-        if unknown:
-            raise OptionsError(f"{where or 'tune()'} does not take {', '.join(map(repr, unknown))}; its "
-                               f"tuning arguments are {', '.join(known)}")
+        cls.refuse_unknown(raw, surface=surface, where=where)
         values = {}
         for f in fields(cls):
             if f.name not in raw:
@@ -128,6 +124,19 @@ class TuneOptions:
                 deferred is not None and deferred(options.pipeline)):
             options._check_source(where, missing_ok=source == "optional", deferred=deferred)
         return options
+
+    @classmethod
+    def refuse_unknown(cls, names, *, surface: str = "tune", where: str = "") -> None:
+        """Raise :class:`OptionsError` for any of ``names`` that ``surface`` does not take,
+        naming the near miss (``budget`` -> ``budget_s``) and the names it takes."""
+        known = cls.names(surface)
+        unknown = sorted(set(names) - set(known))
+        if unknown:
+            hint = did_you_mean(unknown, known)
+            if not hint and "pipeline_kwargs" in known:
+                hint = " (the factory's own arguments go in pipeline_kwargs={...})"
+            raise OptionsError(f"{where or 'tune()'} does not take {', '.join(map(repr, unknown))}"
+                               f"{hint}; its tuning arguments are {', '.join(known)}")
 
     @classmethod
     def names(cls, surface: str = "tune") -> tuple[str, ...]:

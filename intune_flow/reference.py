@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import PipelineError
+from .errors import PipelineError, did_you_mean
 
 _DYNAMIC = re.compile(r"\b(exec|setattr|globals|__getattr__)\b|sys\.modules|import \*")
 
@@ -97,10 +97,8 @@ def check_arguments(ref: str, found: FactorySource, kwargs) -> None:
 
 def unknown_arguments(name: str, unknown, takes) -> str:
     """The message for factory arguments that the factory does not take."""
-    close = {u: difflib.get_close_matches(u, takes, n=1) for u in unknown}
-    hints = [f"{u!r} -> {c[0]!r}" for u, c in close.items() if c]
-    hint = f" (did you mean {', '.join(hints)}?)" if hints else ""
-    return (f"pipeline factory {name} takes no argument(s) {sorted(unknown)}{hint}; its "
+    return (f"pipeline factory {name} takes no argument(s) {sorted(unknown)}"
+            f"{did_you_mean(unknown, takes)}; its "
             f"arguments after knobs are {list(takes)}. Fix the name in pipeline_kwargs "
             "(--arg on the command line)")
 

@@ -96,7 +96,7 @@ def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
          pipeline_kwargs: dict | None = None, window_s: float | None = None,
          timeout_s: float | None = None, progress=None,
          seed: int | None = None, s3_client=None, workers=None,
-         demand: float | None = None) -> TuneResult:
+         demand: float | None = None, **unknown) -> TuneResult:
     """Tune ``pipeline`` (a ``"module:attr"`` string, a factory or a Pipeline) and return the result.
 
     The arguments are :class:`~intune_flow.options.TuneOptions`' (README: ``tune()``).
@@ -115,7 +115,7 @@ def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
         pipeline=pipeline, budget_s=budget_s, cpu_budget=cpu_budget, ram_budget=ram_budget,
         cache=cache, method=method, strict=strict, pipeline_kwargs=pipeline_kwargs,
         window_s=window_s, timeout_s=timeout_s, progress=progress, seed=seed,
-        s3_client=s3_client, workers=workers, demand=demand))
+        s3_client=s3_client, workers=workers, demand=demand, **unknown))
     cpu, ram = options.budgets()
     cache = get_cache(options.cache, s3_client=options.s3_client)
     pipe = Pipeline.load(options.pipeline, **options.pipeline_kwargs)

@@ -146,6 +146,20 @@ def test_task_intune_names_a_misspelled_argument():
         task.intune(pipeline="m:f", budgt_s=8)
 
 
+def test_the_operator_names_a_misspelled_argument():
+    from airflow.sdk import DAG
+
+    from intune_flow.airflow import InTuneOperator
+
+    with DAG("typo", schedule=None):
+        with pytest.raises(IntuneError, match=r"InTuneOperator \(task_id 't'\) got unknown "
+                                              r"argument\(s\) \['budget'\] \(did you mean "
+                                              r"'budget' -> 'budget_s'\?\)"):
+            InTuneOperator(task_id="t", pipeline="m:f", budget=5)
+        # Airflow's own arguments still reach BaseOperator
+        assert InTuneOperator(task_id="u", pipeline="m:f", retries=2).retries == 2
+
+
 def test_decorator_hides_the_injected_parameter_from_airflow():
     import inspect
 

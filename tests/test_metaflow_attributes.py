@@ -57,6 +57,18 @@ def test_bad_attributes_name_the_problem(attrs, match):
         parse(attrs)
 
 
+def test_a_misspelled_attribute_is_refused_as_the_decorator_is_written_naming_the_near_miss():
+    from metaflow.exception import MetaflowException
+
+    from intune_flow.metaflow.decorator import IntuneDecorator
+
+    with pytest.raises(MetaflowException, match=r"@intune does not take 'budget' \(did you mean "
+                                                 r"'budget' -> 'budget_s'\?\)"):
+        IntuneDecorator(attributes={"pipeline": REF, "budget": 5}, statically_defined=True)
+    deco = IntuneDecorator(attributes={"pipeline": REF, "budget_s": 5}, statically_defined=True)
+    assert deco.attributes["budget_s"] == 5
+
+
 def test_the_factory_is_found_in_the_source_without_importing_the_module(tmp_path, monkeypatch):
     # Its dependencies may exist only on the remote machine that runs the step.
     (tmp_path / "remote_only_pipes.py").write_text(

@@ -15,14 +15,13 @@ as ``@task`` over ``@intune_task``; task arguments (``retries=...``) go with the
 
 from __future__ import annotations
 
-import difflib
 import functools
 import inspect
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from ..errors import OptionsError
+from ..errors import OptionsError, near_misses
 from . import arguments
 from .runner import result_payload, run_tuning
 
@@ -167,8 +166,8 @@ def task_intune(python_callable: Callable | None = None, **kwargs):
     ours = (*arguments.NAMES, "inject_as")
     tune_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in ours}
     # What is left goes to @task; a near miss of one of ours is a typo, not a @task argument.
-    typos = {k: difflib.get_close_matches(k, ours, n=1, cutoff=0.75) for k in kwargs}
-    typos = {k: m[0] for k, m in typos.items() if m and m[0] not in tune_kwargs}
+    typos = {k: m for k, m in near_misses(kwargs, ours, cutoff=0.75).items()
+             if m not in tune_kwargs}
     if typos:
         raise OptionsError(
             "@task.intune got " + ", ".join(f"{k!r} (did you mean {m!r}?)" for k, m in typos.items()))

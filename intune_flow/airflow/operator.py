@@ -6,6 +6,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from airflow.sdk import BaseOperator
 
+from ..errors import OptionsError, did_you_mean, near_misses
 from . import arguments
 from .runner import result_payload, run_tuning
 
@@ -51,6 +52,10 @@ class InTuneOperator(BaseOperator):
                  timeout_s: float | None = None,
                  pipeline_kwargs: Mapping[str, Any] | None = None, workers: str | None = None,
                  demand: float | None = None, **kwargs) -> None:
+        typos = near_misses(kwargs, arguments.NAMES, cutoff=0.75)
+        if typos:   # Airflow's own message would only call them invalid
+            raise OptionsError(f"InTuneOperator (task_id {task_id!r}) got unknown argument(s) "
+                               f"{sorted(typos)}{did_you_mean(typos, arguments.NAMES)}")
         super().__init__(task_id=task_id, **kwargs)
         given = dict(pipeline=pipeline, budget_s=budget_s, cache=cache, aws_conn_id=aws_conn_id,
                      cpu_budget=cpu_budget, ram_budget=ram_budget, strict=strict,

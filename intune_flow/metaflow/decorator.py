@@ -23,13 +23,13 @@ from __future__ import annotations
 import functools
 import sys
 
-from metaflow.decorators import StepDecorator, _base_step_decorator
+from metaflow.decorators import UNPACK_KEY, StepDecorator, _base_step_decorator
 from metaflow.exception import MetaflowException
 
 from ..errors import ConfigurationError
 from ..options import TuneOptions
 from . import card as intune_card
-from .attributes import DEFAULTS, build_time_values, deferred, parse, resolve
+from .attributes import DEFAULTS, WHERE, build_time_values, deferred, parse, resolve
 from .defaults import datastore_s3_client, default_cache, resource_budgets
 from .session import IntuneSession
 
@@ -74,6 +74,15 @@ class IntuneDecorator(StepDecorator):
 
     name = "intune"
     defaults = dict(DEFAULTS)
+
+    def __init__(self, attributes=None, *args, **kwargs):
+        # Metaflow's own refusal lists the attributes but names no near miss (budget -> budget_s)
+        try:
+            TuneOptions.refuse_unknown([k for k in attributes or {} if not k.startswith(UNPACK_KEY)],
+                                       surface="metaflow", where=WHERE)
+        except ConfigurationError as exc:
+            raise IntuneDecoratorException(str(exc)) from None
+        super().__init__(attributes, *args, **kwargs)
 
     def step_init(self, flow, graph, step_name, decorators, environment, flow_datastore, logger):
         self.step_name = step_name
@@ -264,8 +273,8 @@ def _report(r) -> None:
     if r.seconds_saved:
         line += f", {r.seconds_saved:.1f} s saved"
     _log(line)
-    if r.reason:
-        _log(("fell back: " if r.source == "fallback" else "note: ") + r.reason)
+    if r.reason and r.source != "fallback":   # tune() has logged why it fell back
+        _log("note: " + r.reason)
     for warning in r.warnings:
         _log(f"warning: {warning}")
 

@@ -68,6 +68,17 @@ def test_unknown_names_and_names_of_other_surfaces_are_refused():
         TuneOptions.parse({"pipeline": REF, "progress": False}, surface="airflow")
 
 
+def test_a_misspelled_argument_names_the_near_miss_and_a_factory_argument_names_pipeline_kwargs():
+    from intune_flow import tune
+
+    with pytest.raises(OptionsError, match=r"tune\(\) does not take 'budget' \(did you mean "
+                                           r"'budget' -> 'budget_s'\?\)"):
+        tune(REF, budget=5)
+    with pytest.raises(OptionsError, match=r"does not take 'batch_size' \(the factory's own "
+                                           r"arguments go in pipeline_kwargs"):
+        tune(REF, batch_size=64)
+
+
 def test_deferred_values_are_left_for_the_run():
     template = "{{ params.budget }}"
     o = TuneOptions.parse({"pipeline": REF, "budget_s": template},
