@@ -208,10 +208,10 @@ def smart_start(walk, measure) -> None:
     By per-stage signals first. If there are none, or they do not explain the
     best config (no stage or pool saturated, yet the CPU not busy: a real
     probe's signals can miss a bottleneck, e.g. the per-element hand-off in a
-    parallel interleave), or acting on them did not beat a start that left the
-    CPU idle (a stage whose calls wait on a lock or on memory reads as
-    saturated, and growing it alone does not pay; on a busy CPU a losing round
-    means no capacity, which scaling does not add), by scaling every stage
+    parallel interleave), or a round they drove lost on a CPU it left idle
+    (a stage whose calls wait on a lock or on memory reads as saturated, and
+    growing it alone does not pay, or the stage that limits has no signal; on a
+    busy CPU a losing round means no capacity, which scaling does not add), by scaling every stage
     together, and then once more by signals, to trim what the scaling
     over-provisioned.
     """
@@ -228,22 +228,34 @@ def smart_start(walk, measure) -> None:
 def rebalance(walk, measure, rounds: int = REBALANCE_ROUNDS) -> bool:
     """Up to ``rounds`` signal-driven re-allocations of the best config, while they improve it.
 
-    A round that loses on an idle CPU is tried once more with its pools at one thread
-    (:func:`uncontend`): a stage waiting on the GIL reads as saturated, so the signals grow
-    it, and more calls on more pool threads only add lock hand-offs.
+    A round that loses on an idle CPU with a stage still saturated is tried once more with
+    its pools at one thread (:func:`uncontend`): a stage waiting on the GIL reads as
+    saturated, so the signals grow it, and more calls on more pool threads only add lock
+    hand-offs.
 
-    Returns whether the probe had per-stage signals to act on.
+    Returns whether the signals held: the probe had them, and no round they drove lost on
+    an idle CPU (then a stage they do not see, such as an interleave, may be what limits).
     """
     if not walk.best.ok or not walk.best.stage_signals:
         return False
-    for _ in range(rounds):
+    for i in range(rounds):
+        if i and not explained(walk.space, walk.best):
+            # Nothing the signals see limits the best and the CPU is idle: another round
+            # could only trim; the stage they miss is for the scaling to find.
+            break
         cfg = rebalanced(walk.space, walk.best)   # best stays ok: jump keeps only ok ones
         if cfg is None:
             break
         before = walk.best
         m = walk.jump(cfg, measure)
         if m is not None and walk.best is before:
+            if m.ok and m.cpu_util < BUSY_CPU and not explained(walk.space, m):
+                # What it grew now has slack and nothing seen limits: not the GIL (a stage
+                # waiting on it still reads as saturated) but a stage without a signal.
+                return False
             uncontend(walk, measure, 1.0, m)
+            if walk.best is before and m.ok and m.cpu_util < BUSY_CPU:
+                return False
         if m is None or walk.best is before:
             break
     return True

@@ -429,3 +429,43 @@ def test_on_a_busy_cpu_the_scaling_stops_where_it_would_grow_only_the_pool():
     idle = run_search(PoolOnlyEnv(busy=False), "intune", start=start, budget_s=1e9,
                       max_steps=4, seed=0, progress=False)
     assert idle.history[2].config == {**maxed, "pool": 32}
+
+
+class HiddenStageEnv:
+    """A read without a signal (a tf.data interleave: its model node does not time its calls)
+    limits a mapped stage that has one: each read call feeds three map calls. Growing the
+    map past that only adds threads (5% lost to them), and then the map reads as idle: the
+    limit is a stage the signals do not see. The CPU stays idle throughout."""
+
+    native_autotune = False
+    cpu_budget, ram_budget = 2, 1 << 30
+
+    def __init__(self):
+        self.space, self.t = SPACE, 0.0
+
+    def clock(self):
+        return self.t
+
+    def measure(self, config):
+        from intune_flow.measurement import Measurement
+        self.t += 1.0
+        read, calls = 3 * config["read"], config["map"]
+        rate = 1000.0 * min(read, calls) * (0.95 if calls > read else 1.0)
+        if config["pool"] == 1:
+            rate = min(rate, 1000.0)
+        return Measurement(config=dict(config), throughput=rate, seconds=1.0, cpu_util=0.4,
+                           stage_signals={"map": rate / (1000.0 * calls), "pool": 0.3})
+
+
+def test_a_round_that_leaves_its_grown_stage_idle_hands_over_to_the_scaling():
+    # Round 1 grows the saturated map to 3 and pays; round 2 grows it again and loses, with
+    # the map now idle: not the GIL (a stage waiting on it still reads saturated), so no
+    # one-thread-pool try; every stage is scaled instead, and that finds the read.
+    start = {"read": 1, "map": 1, "prefetch": 1, "pool": 2}
+    out = run_search(HiddenStageEnv(), "intune", start=start, budget_s=1e9, max_steps=6,
+                     seed=0, progress=False)
+    seen = [m.config for m in out.history]
+    assert seen[1]["map"] == 3 and seen[1]["read"] == 1
+    assert seen[2]["map"] > 3 and seen[2]["read"] == 1       # round 2: lost, map idle
+    assert seen[3] == scaled(SPACE, seen[1], SCALE_FACTOR)   # not {**seen[2], "pool": 1}
+    assert out.best.config["read"] >= 4
