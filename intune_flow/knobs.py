@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
-from .errors import KnobError
+from .errors import KnobError, near_misses
 
 AUTOTUNE = -1
 """Config value meaning "let the framework decide" (equals ``tf.data.AUTOTUNE``)."""
@@ -284,7 +285,18 @@ class Knobs:
                             "change the default or widen the bounds")
         knob = Knob(name=name, kind=kind, min=lo, max=hi, default=default)
         self._declared[name] = knob
+        if self._config and name not in self._config:
+            self._warn_near_miss(knob)
         return self._value(knob)
+
+    def _warn_near_miss(self, knob: Knob) -> None:
+        """A config (built by hand) that misses ``knob`` but holds a name close to it: a
+        misspelling, which would otherwise give the knob its default without a word."""
+        unasked = [n for n in self._config if n not in self._declared]
+        for meant in near_misses([knob.name], unasked, cutoff=0.75).values():
+            warnings.warn(f"knob {knob.name!r} is not in the config, which has {meant!r}: a "
+                          f"misspelling? {knob.name!r} gets its default ({knob.default})",
+                          stacklevel=4)
 
     def _value(self, knob: Knob) -> int:
         value = self._config.get(knob.name, knob.default)

@@ -15,6 +15,7 @@ import inspect
 import logging
 import os
 import sys
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -23,7 +24,7 @@ from . import adapters
 from .adapters.protocol import Adapter
 from .adapters.torch_loader import searching_past_the_cores
 from .bounded import Hung, call_bounded, run_bounded
-from .errors import KnobError, PipelineError, describe_error
+from .errors import KnobError, PipelineError, describe_error, near_misses
 from .knobs import AUTOTUNE, Knobs, KnobSpace
 
 log = logging.getLogger(__name__)
@@ -143,6 +144,7 @@ class Pipeline:
         self.ref = ref or _ref_of(factory)
         _check_kwargs(factory, self.kwargs, self.name)
         self._description: PipelineDescription | None = None
+        self._late: dict[str, str] = {}    # knob -> warning: declared only at some configs
 
     # -- construction ----------------------------------------------------------------
     @classmethod
@@ -419,9 +421,28 @@ class Pipeline:
         # Discovery and the search build configs past the cores on purpose: torch's warning
         # about that is kept for iterating (the user's own loop still shows it).
         config = self._resolve(desc, config, cpu_budget)
+        knobs = Knobs(config)
         with searching_past_the_cores():
-            ds, adapter = self._call(Knobs(config))
+            ds, adapter = self._call(knobs)
+        self._note_late_knobs(desc, knobs, config)
         return adapter.finalize(ds, config, desc.implicit)
+
+    def _note_late_knobs(self, desc: PipelineDescription, knobs: Knobs, config) -> None:
+        """Warn once per knob the factory declared at ``config`` but not at its defaults,
+        where the knob space is found: the search never moves it."""
+        for name in knobs.space.names:
+            if name not in desc.space.names and name not in self._late:
+                self._late[name] = (
+                    f"knob {name!r} is declared only at some configs (here at {dict(config)}), "
+                    f"not at the defaults, where pipeline {self.name}'s knobs are found: it is "
+                    "not tuned; ask every knob on every build, also where the config does not "
+                    "use its value")
+                log.warning(self._late[name])
+
+    @property
+    def late_knob_warnings(self) -> list[str]:
+        """One warning per knob the factory declared only at some configs (never tuned)."""
+        return list(self._late.values())
 
     def build_split(self, config: Mapping[str, int] | None, splitter, *,
                     cpu_budget: float | None = None):
@@ -516,7 +537,13 @@ def apply_config(ds, config: Mapping[str, int]):
     if adapter is None:
         raise PipelineError(f"apply_config needs a {adapters.SUPPORTED}, got "
                             f"{type(ds).__module__}.{type(ds).__qualname__}")
-    implicit = tuple(k.name for k in adapter.implicit_knobs(ds) if k.name in config)
+    offered = [k.name for k in adapter.implicit_knobs(ds)]
+    for name, meant in near_misses([n for n in config if n not in offered], offered,
+                                   cutoff=0.8).items():
+        if meant not in config:
+            warnings.warn(f"apply_config: config key {name!r} is not applied; did you mean "
+                          f"{meant!r}? (intune_flow applies {meant!r} itself)", stacklevel=2)
+    implicit = tuple(n for n in offered if n in config)
     return adapter.finalize(ds, dict(config), implicit)
 
 

@@ -464,8 +464,9 @@ class TuningRun:
             cold = self._cold_seconds(self.started_from)
             result.seconds_saved = max(0.0, cold - result.tuning_seconds)
         result.cache_uri = self.cache.uri
-        described = [w for w in getattr(self.description, "warnings", ()) or ()
-                     if w not in result.warnings]
+        found = [*(getattr(self.description, "warnings", ()) or ()),
+                 *getattr(self.pipeline, "late_knob_warnings", ())]
+        described = [w for w in found if w not in result.warnings]
         result.warnings = self.cache.warnings + described + result.warnings
         log.info("tune %s: %s", self.pipeline.name, result.summary())
         return result

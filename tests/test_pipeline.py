@@ -286,3 +286,33 @@ def test_a_reference_is_checked_from_its_source_without_importing_it(tmp_path, m
     with pytest.raises(PipelineError, match="no module named 'no_such_mod_xyz'"):
         check_reference("no_such_mod_xyz:f")
     assert "no_such_dependency_xyz" not in sys.modules and "src_only_pipes" not in sys.modules
+
+
+def _prefetch_only_in_parallel(knobs):
+    calls = knobs.parallelism("map", max=4)
+    ds = tf.data.Dataset.range(1000).repeat().map(lambda x: x + 1, num_parallel_calls=calls)
+    if calls > 1:   # a mistake: the knob space is found at the defaults, where calls == 1
+        ds = ds.prefetch(knobs.buffer("prefetch", max=8))
+    return ds.batch(10)
+
+
+def test_a_knob_declared_only_at_some_configs_is_named_once_in_a_warning(caplog):
+    p = Pipeline(_prefetch_only_in_parallel)
+    with caplog.at_level(logging.WARNING, logger="intune_flow.pipeline"):
+        assert "prefetch" not in p.space.names    # discovery's builds at other values see it
+        p.build({"map": 2})
+        p.build({"map": 3})
+    [warning] = p.late_knob_warnings
+    assert "knob 'prefetch' is declared only at some configs" in warning
+    assert "it is not tuned" in warning
+    assert caplog.text.count("knob 'prefetch' is declared only") == 1
+
+
+def test_apply_config_warns_of_a_key_that_misspells_what_it_applies():
+    import intune_flow
+
+    ds = tf.data.Dataset.range(10).batch(2)
+    with pytest.warns(UserWarning, match=r"config key 'thread_pool' is not applied; did you "
+                                         r"mean 'threadpool'\?"):
+        out = intune_flow.apply_config(ds, {"thread_pool": 32})
+    assert out.options().threading.private_threadpool_size in (None, 0)

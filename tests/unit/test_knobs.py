@@ -106,3 +106,16 @@ def test_declared_thread_knobs_tuned_to_their_max_are_named_with_the_fix():
     assert "knob 'get' was tuned to its max (8)" in out[0] and "knobs.parallelism('get'" in out[0]
     assert "knobs.threads('pool', max=...)" in out[1]
     assert at_their_max(space, {**config, "get": AUTOTUNE, "pool": 15}, ("threadpool",)) == []
+
+
+def test_a_config_built_by_hand_with_a_misspelled_knob_warns_and_names_it():
+    import warnings
+
+    with pytest.warns(UserWarning, match=r"knob 'clicks' is not in the config, which has "
+                                         r"'click': a misspelling\? 'clicks' gets its default"):
+        assert Knobs({"click": 8}).parallelism("clicks", max=64) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert Knobs({"read": 8}).parallelism("map") == 1      # nothing like it: no warning
+        assert Knobs().parallelism("clicks") == 1               # discovery: no config
+        assert Knobs({"clicks": 4}).parallelism("clicks") == 4
