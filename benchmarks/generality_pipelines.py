@@ -46,6 +46,34 @@ def _heavy(x, rounds):
     return x
 
 
+def tfrecord_lookup(knobs, files=(), batch_size=128):
+    """TFRecords read by an interleave, batched, parsed with parse_example, then a
+    feature-store lookup (0.5 ms per record, numpy_function) and normalization: the read's
+    interleave has no busy share, so only scaling finds it."""
+    import tensorflow as tf
+    reads = knobs.parallelism("read", max=8)
+    ds = tf.data.Dataset.from_tensor_slices(list(files)).repeat()
+    ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=reads, num_parallel_calls=reads)
+    spec = {"dense": tf.io.FixedLenFeature([13], tf.float32),
+            "sparse": tf.io.FixedLenFeature([26], tf.int64)}
+    ds = ds.batch(batch_size).map(lambda s: tf.io.parse_example(s, spec),
+                                  num_parallel_calls=knobs.parallelism("parse", max=16))
+
+    def lookup(sparse):
+        time.sleep(0.0005 * sparse.shape[0])
+        return np.sqrt((sparse % 1000).astype(np.float32) + 1.0).mean(axis=1, keepdims=True)
+
+    def normalize(e):
+        emb = tf.reshape(tf.numpy_function(lookup, [e["sparse"]], tf.float32), [-1, 1])
+        dense = tf.math.log1p(e["dense"])
+        dense = (dense - tf.reduce_mean(dense, 0)) / (tf.math.reduce_std(dense, 0) + 1e-6)
+        return {"dense": tf.concat([dense, emb], 1),
+                "sparse": tf.strings.to_hash_bucket_fast(tf.strings.as_string(e["sparse"]), 1 << 20)}
+
+    ds = ds.map(normalize, num_parallel_calls=knobs.parallelism("normalize", max=32))
+    return ds.prefetch(knobs.buffer("prefetch", max=32))
+
+
 def two_maps(knobs, n=1 << 16, width=256, batch_size=128):
     """Two CPU-bound maps competing for the cores: the second costs about twice the first."""
     import tensorflow as tf
@@ -225,6 +253,8 @@ def dataloader(knobs, batch_size=32):
 
 CASES = {c.name: c for c in (
     GenCase("interleave", interleave_files, "tf.data: interleave-bound reads of 64 text files"),
+    GenCase("tfrecord_lookup", tfrecord_lookup,
+            "tf.data: TFRecord interleave + parse_example + 0.5 ms/record lookup"),
     GenCase("two_maps", two_maps, "tf.data: two CPU-bound maps competing"),
     GenCase("py_function", py_function_stage, "tf.data: a tf.py_function (GIL) stage"),
     GenCase("latency_cpu", latency_and_cpu, "tf.data: 4 ms GETs + a CPU transform"),
@@ -254,4 +284,24 @@ def prepare(root: Path, names=None) -> dict:
             path.write_text("\n".join(",".join(f"{v:.5f}" for v in r) for r in rows) + "\n")
             files.append(str(path))
         kwargs["interleave"]["files"] = files
+    if "tfrecord_lookup" in names:
+        kwargs["tfrecord_lookup"]["files"] = _tfrecords(Path(root) / "tfrecord")
     return kwargs
+
+
+def _tfrecords(d: Path, shards: int = 8, rows: int = 4000) -> list[str]:
+    import tensorflow as tf
+    rng = np.random.default_rng(1)
+    d.mkdir(parents=True, exist_ok=True)
+    files = []
+    for s in range(shards):
+        path = d / f"part-{s:03d}.tfrecord"
+        with tf.io.TFRecordWriter(str(path)) as w:
+            for dense, sparse in zip(rng.lognormal(size=(rows, 13)).astype(np.float32),
+                                     rng.integers(0, 1 << 30, size=(rows, 26))):
+                w.write(tf.train.Example(features=tf.train.Features(feature={
+                    "dense": tf.train.Feature(float_list=tf.train.FloatList(value=dense)),
+                    "sparse": tf.train.Feature(int64_list=tf.train.Int64List(value=sparse)),
+                })).SerializeToString())
+        files.append(str(path))
+    return files
