@@ -67,8 +67,8 @@ def tfrecord_lookup(knobs, files=(), batch_size=128):
         emb = tf.reshape(tf.numpy_function(lookup, [e["sparse"]], tf.float32), [-1, 1])
         dense = tf.math.log1p(e["dense"])
         dense = (dense - tf.reduce_mean(dense, 0)) / (tf.math.reduce_std(dense, 0) + 1e-6)
-        return {"dense": tf.concat([dense, emb], 1),
-                "sparse": tf.strings.to_hash_bucket_fast(tf.strings.as_string(e["sparse"]), 1 << 20)}
+        ids = tf.strings.to_hash_bucket_fast(tf.strings.as_string(e["sparse"]), 1 << 20)
+        return {"dense": tf.concat([dense, emb], 1), "sparse": ids}
 
     ds = ds.map(normalize, num_parallel_calls=knobs.parallelism("normalize", max=32))
     return ds.prefetch(knobs.buffer("prefetch", max=32))

@@ -100,7 +100,8 @@ def card_summary(components: list[dict]) -> dict:
     ("intune:pipeline=tiny_pipelines:tiny_pipeline,budget_s=-5", "budget_s must be a positive number of seconds, got -5"),
     ("intune:pipeline=tiny_pipelines:tiny_pipeline,timeout_s=0", "timeout_s must be a positive number of seconds, got 0"),
     ("intune:pipeline=tiny_pipelines:tiny_pipeline,method=magic", "method must be one of intune, ones"),
-    ("intune:pipeline=tiny_pipelines:tiny_pipeline,budgett=5", "does not take 'budgett' (did you mean 'budgett' -> 'budget_s'?)"),
+    ("intune:pipeline=tiny_pipelines:tiny_pipeline,budgett=5",
+     "does not take 'budgett' (did you mean 'budgett' -> 'budget_s'?)"),
 ])
 def test_bad_attributes_fail_at_flow_build(mf_env, spec, message):
     proc = subprocess.run([sys.executable, "plain_flow.py", "--with", spec, "show"], env=mf_env,

@@ -211,9 +211,9 @@ def smart_start(walk, measure) -> None:
     parallel interleave), or a round they drove lost on a CPU it left idle
     (a stage whose calls wait on a lock or on memory reads as saturated, and
     growing it alone does not pay, or the stage that limits has no signal; on a
-    busy CPU a losing round means no capacity, which scaling does not add), by scaling every stage
-    together, and then once more by signals, to trim what the scaling
-    over-provisioned.
+    busy CPU a losing round means no capacity, which scaling does not add), by
+    scaling every stage together, and then once more by signals, to trim what
+    the scaling over-provisioned.
     """
     start = walk.best
     if rebalance(walk, measure) and explained(walk.space, walk.best) and not (

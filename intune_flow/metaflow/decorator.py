@@ -78,8 +78,8 @@ class IntuneDecorator(StepDecorator):
     def __init__(self, attributes=None, *args, **kwargs):
         # Metaflow's own refusal lists the attributes but names no near miss (budget -> budget_s)
         try:
-            TuneOptions.refuse_unknown([k for k in attributes or {} if not k.startswith(UNPACK_KEY)],
-                                       surface="metaflow", where=WHERE)
+            given = [k for k in attributes or {} if not k.startswith(UNPACK_KEY)]
+            TuneOptions.refuse_unknown(given, surface="metaflow", where=WHERE)
         except ConfigurationError as exc:
             raise IntuneDecoratorException(str(exc)) from None
         super().__init__(attributes, *args, **kwargs)
