@@ -28,6 +28,13 @@ class TuningEnv(Protocol):
     def clock(self) -> float: ...
 
 
+def kept_from_autotune(env) -> tuple[str, ...]:
+    """Knobs a hybrid config keeps static (``env.kept_from_autotune``; none by default):
+    those whose AUTOTUNE value the framework fixes when it builds instead of tuning it
+    while running."""
+    return tuple(getattr(env, "kept_from_autotune", ()) or ())
+
+
 def has_native_autotune(env) -> bool:
     """Whether ``env``'s framework has its own tuner (tf.data AUTOTUNE): intune then measures
     all-AUTOTUNE once as a floor and a hybrid at its end, its agent may hand single knobs to

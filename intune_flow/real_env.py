@@ -56,6 +56,20 @@ class PipelineEnv:
         return self.pipeline.framework == "tf.data"
 
     @property
+    def kept_from_autotune(self) -> tuple[str, ...]:
+        """Knobs that set an interleave's ``cycle_length`` (tf.data): at AUTOTUNE, tf.data
+        sets it from the core count when it builds the dataset and never raises it, which
+        caps a read that needs more concurrent files. A hybrid config keeps them static."""
+        if not self.native_autotune:
+            return ()
+        try:
+            stages = self.pipeline.stages
+        except Exception:  # noqa: BLE001 - no stages known: nothing to keep
+            return ()
+        return tuple(name for name, found in stages.items()
+                     if any(param == "cycle_length" for _, param in found))
+
+    @property
     def space(self) -> KnobSpace:
         return self.pipeline.space
 

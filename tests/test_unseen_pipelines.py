@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -109,6 +110,32 @@ def test_a_pool_sized_by_a_parallelism_knob_is_searched_as_a_pool():
     hybrid = hybrid_autotune(p.space, {"get": 8, "pool": 16})
     assert hybrid == {"get": AUTOTUNE, "pool": 16}     # the stages to AUTOTUNE, not the pool
     assert p.build({"get": 8, "pool": 16}).options().threading.private_threadpool_size == 16
+
+
+def interleaved_reads(knobs, files=()):
+    reads = knobs.parallelism("read", max=8)
+    ds = tf.data.Dataset.from_tensor_slices(list(files)).repeat()
+    ds = ds.interleave(tf.data.TextLineDataset, cycle_length=reads, num_parallel_calls=reads)
+    ds = ds.map(tf.strings.length, num_parallel_calls=knobs.parallelism("parse", max=8))
+    return ds.batch(16)
+
+
+def test_a_hybrid_keeps_an_interleave_cycle_length_that_autotune_would_fix_at_the_cores(
+        tmp_path):
+    # tf.data sets a cycle_length left to AUTOTUNE from the core count when it builds, and
+    # never raises it: a read that needs more files at once would be capped there.
+    from intune_flow.agent.moves import hybrid_autotune
+    from intune_flow.env import kept_from_autotune
+
+    files = []
+    for i in range(4):
+        files.append(str(tmp_path / f"{i}.txt"))
+        Path(files[-1]).write_text("a,b\n" * 50)
+    env = PipelineEnv(Pipeline.load(interleaved_reads, files=files))
+    assert kept_from_autotune(env) == ("read",)
+    cfg = {"read": 6, "parse": 4, "threadpool": 16}
+    assert hybrid_autotune(env.space, cfg, keep=kept_from_autotune(env)) == \
+        {"read": 6, "parse": AUTOTUNE, "threadpool": 16}
 
 
 def test_hybrid_autotune_is_measured_and_can_be_returned():

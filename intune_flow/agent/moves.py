@@ -153,13 +153,14 @@ def rescaled(space: KnobSpace, config: dict, ratio: float) -> dict:
     return out
 
 
-def hybrid_autotune(space: KnobSpace, config: dict) -> dict | None:
+def hybrid_autotune(space: KnobSpace, config: dict, keep=()) -> dict | None:
     """``config`` with every parallelism knob that accepts AUTOTUNE at AUTOTUNE and the thread
     pools and buffers as they are: tf.data's AUTOTUNE re-balances the stages while running,
-    which a static value cannot, but leaves the pool and buffers to whoever sets them. None
-    when that is ``config`` itself or all-AUTOTUNE (measured on their own)."""
-    cfg = {k.name: AUTOTUNE if k.kind == "parallelism" and k.autotune else config[k.name]
-           for k in space}
+    which a static value cannot, but leaves the pool and buffers to whoever sets them. The
+    knobs in ``keep`` stay too (:func:`~intune_flow.env.kept_from_autotune`). None when that
+    is ``config`` itself or all-AUTOTUNE (measured on their own)."""
+    cfg = {k.name: AUTOTUNE if k.kind == "parallelism" and k.autotune and k.name not in keep
+           else config[k.name] for k in space}
     if cfg == {k.name: config[k.name] for k in space} or cfg == space.autotune():
         return None
     return cfg

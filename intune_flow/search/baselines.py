@@ -6,7 +6,7 @@ import numpy as np
 
 from ..agent.moves import hybrid_autotune
 from ..agent.observation import can_autotune
-from ..env import has_native_autotune
+from ..env import has_native_autotune, kept_from_autotune
 from ..knobs import AUTOTUNE, THREAD_KINDS
 from .tracker import BudgetSpent, Tracker
 
@@ -43,7 +43,8 @@ def heuristic(tr: Tracker, env, rng) -> None:
     base = env.space.concretize(env.space.defaults(), env.cpu_budget)
     cfg = {k.name: (k.clamp(c) if k.kind in THREAD_KINDS else base[k.name])
            for k in env.space}
-    hybrid = hybrid_autotune(env.space, cfg) if has_native_autotune(env) else None
+    hybrid = (hybrid_autotune(env.space, cfg, keep=kept_from_autotune(env))
+              if has_native_autotune(env) else None)
     fixed_configs(tr, [cfg] + ([hybrid] if hybrid else []))
 
 

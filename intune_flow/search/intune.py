@@ -6,7 +6,7 @@ import numpy as np
 
 from ..agent.moves import hybrid_autotune, pool_capped, recover, rescaled, smart_start
 from ..agent.walk import Walk, config_key
-from ..env import has_native_autotune
+from ..env import has_native_autotune, kept_from_autotune
 from .tracker import BudgetSpent, Tracker
 
 # When to stop: in the simulator, gains still come 10-20 measurements after the last one
@@ -208,7 +208,7 @@ def _measure_hybrid(tr: Tracker, env, walk: Walk) -> None:
     end-of-search re-measure looks at them again."""
     if not _hybrid(env) or not walk.best.ok:
         return
-    cfg = hybrid_autotune(env.space, walk.best.config)
+    cfg = hybrid_autotune(env.space, walk.best.config, keep=kept_from_autotune(env))
     if cfg is None:
         return
     try:

@@ -98,6 +98,12 @@ def test_heuristics_leave_a_knob_at_autotune_where_it_is():
     assert hybrid_autotune(SPACE, cfg) == {**cfg, "map": AUTOTUNE}
 
 
+def test_a_hybrid_keeps_the_knobs_it_is_told_to_keep():
+    cfg = {"read": 8, "map": 4, "prefetch": 2, "pool": 16}
+    assert hybrid_autotune(SPACE, cfg, keep=("read",)) == {**cfg, "map": AUTOTUNE}
+    assert hybrid_autotune(SPACE, cfg) == {**cfg, "read": AUTOTUNE, "map": AUTOTUNE}
+
+
 def test_random_and_optuna_sample_autotune_only_where_the_framework_has_it():
     for method in ("random", "optuna"):
         for native in (True, False):
