@@ -58,8 +58,8 @@ class PipelineEnv:
     @property
     def kept_from_autotune(self) -> tuple[str, ...]:
         """Knobs that set an interleave's ``cycle_length`` (tf.data): at AUTOTUNE, tf.data
-        sets it from the core count when it builds the dataset and never raises it, which
-        caps a read that needs more concurrent files. A hybrid config keeps them static."""
+        decides it from the available CPU, which on a small machine caps a read that needs
+        more concurrent files. A hybrid config keeps them static."""
         if not self.native_autotune:
             return ()
         try:
