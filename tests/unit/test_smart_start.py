@@ -207,6 +207,19 @@ def test_a_pool_grown_far_past_the_cores_of_a_busy_cpu_is_cut_back_once():
     assert pool_trimmed(SPACE, busy, cores=12) is None
 
 
+class TwoCoreEnv:
+    """A scripted env on 2 cores over SPACE: subclasses say what a config measures."""
+
+    native_autotune = False
+    cpu_budget, ram_budget = 2, 1 << 30
+
+    def __init__(self):
+        self.space, self.t = SPACE, 0.0
+
+    def clock(self):
+        return self.t
+
+
 class MisreadSignalsEnv:
     """Signals that name the read as saturated (its calls wait on something that more calls
     of the read alone do not relieve): growing the read loses, growing every stage together
@@ -243,18 +256,9 @@ def test_signals_whose_round_does_not_beat_an_idle_start_are_followed_by_the_sca
     assert scaled(SPACE, SPACE.ones(), SCALE_FACTOR) not in [m.config for m in busy.history]
 
 
-class PoolBoundEnv:
+class PoolBoundEnv(TwoCoreEnv):
     """A busy 2-core CPU where more calls per stage pay and pool threads past 4 cost (they
     take turns): the shape of the generality suite's interleave pipeline."""
-
-    native_autotune = False
-    cpu_budget, ram_budget = 2, 1 << 30
-
-    def __init__(self):
-        self.space, self.t = SPACE, 0.0
-
-    def clock(self):
-        return self.t
 
     def measure(self, config):
         import math
@@ -431,20 +435,11 @@ def test_on_a_busy_cpu_the_scaling_stops_where_it_would_grow_only_the_pool():
     assert idle.history[2].config == {**maxed, "pool": 32}
 
 
-class HiddenStageEnv:
+class HiddenStageEnv(TwoCoreEnv):
     """A read without a signal (a tf.data interleave: its model node does not time its calls)
     limits a mapped stage that has one: each read call feeds three map calls. Growing the
     map past that only adds threads (5% lost to them), and then the map reads as idle: the
     limit is a stage the signals do not see. The CPU stays idle throughout."""
-
-    native_autotune = False
-    cpu_budget, ram_budget = 2, 1 << 30
-
-    def __init__(self):
-        self.space, self.t = SPACE, 0.0
-
-    def clock(self):
-        return self.t
 
     def measure(self, config):
         from intune_flow.measurement import Measurement
