@@ -250,12 +250,13 @@ def rebalance(walk, measure, rounds: int = REBALANCE_ROUNDS) -> bool:
         before = walk.best
         m = walk.jump(cfg, measure)
         if m is not None and walk.best is before:
-            if m.ok and m.cpu_util < BUSY_CPU and not explained(walk.space, m):
+            idle = m.ok and m.cpu_util < BUSY_CPU
+            if idle and not explained(walk.space, m):
                 # What it grew now has slack and nothing seen limits: not the GIL (a stage
                 # waiting on it still reads as saturated) but a stage without a signal.
                 return False
             uncontend(walk, measure, 1.0, m)
-            if walk.best is before and m.ok and m.cpu_util < BUSY_CPU:
+            if idle and walk.best is before:
                 return False
         if m is None or walk.best is before:
             break

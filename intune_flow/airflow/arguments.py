@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..errors import OptionsError
+from ..errors import OptionsError, near_misses
 from ..options import TuneOptions
 
 NAMES = (*TuneOptions.names("airflow"), "aws_conn_id")
@@ -28,6 +28,12 @@ def is_deferred(value: Any) -> bool:
     except ImportError:  # pragma: no cover - Airflow is installed wherever this runs
         return False
     return isinstance(value, ResolveMixin)
+
+
+def misspelled(extra, ours=NAMES) -> dict[str, str]:
+    """The keyword arguments left for Airflow (``retries=...``) that are near misses of
+    ``ours``: typos of a tuning argument, not Airflow's (extra name -> the one of ours)."""
+    return near_misses(extra, ours, cutoff=0.75)
 
 
 def check(raw: Mapping[str, Any], *, where: str) -> None:

@@ -21,7 +21,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from ..errors import OptionsError, near_misses
+from ..errors import OptionsError
 from . import arguments
 from .runner import result_payload, run_tuning
 
@@ -166,7 +166,7 @@ def task_intune(python_callable: Callable | None = None, **kwargs):
     ours = (*arguments.NAMES, "inject_as")
     tune_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in ours}
     # What is left goes to @task; a near miss of one of ours is a typo, not a @task argument.
-    typos = {k: m for k, m in near_misses(kwargs, ours, cutoff=0.75).items()
+    typos = {k: m for k, m in arguments.misspelled(kwargs, ours).items()
              if m not in tune_kwargs}
     if typos:
         raise OptionsError(

@@ -6,7 +6,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from airflow.sdk import BaseOperator
 
-from ..errors import OptionsError, did_you_mean, near_misses
+from ..errors import OptionsError, did_you_mean
 from . import arguments
 from .runner import result_payload, run_tuning
 
@@ -52,7 +52,7 @@ class InTuneOperator(BaseOperator):
                  timeout_s: float | None = None,
                  pipeline_kwargs: Mapping[str, Any] | None = None, workers: str | None = None,
                  demand: float | None = None, **kwargs) -> None:
-        typos = near_misses(kwargs, arguments.NAMES, cutoff=0.75)
+        typos = arguments.misspelled(kwargs)
         if typos:   # Airflow's own message would only call them invalid
             raise OptionsError(f"InTuneOperator (task_id {task_id!r}) got unknown argument(s) "
                                f"{sorted(typos)}{did_you_mean(typos, arguments.NAMES)}")
