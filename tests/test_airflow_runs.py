@@ -42,7 +42,7 @@ def test_operator_result_lands_in_xcom_and_feeds_the_next_task(operator_dag, tmp
     assert xcom(run, "consume") == {"got_source": "tuned", "got_config": tuned["config"]}
 
 
-def test_second_run_against_the_same_cache_skips_tuning(operator_dag, tmp_path):
+def test_second_run_against_the_same_cache_skips_tuning(operator_dag, tmp_path, lenient):
     # a rule-picked config is always written (a 5 s search on a busy machine may hold no step
     # and write nothing); the cache's decision on the search is tested in tests/unit
     params = conf(cache=str(tmp_path / "cache"), method="heuristic")
@@ -130,7 +130,7 @@ S3HOOK_LINE = "built by the Amazon provider's S3Hook"
 
 
 def test_s3_cache_through_an_airflow_connection(operator_dag, s3_server, s3_bucket, monkeypatch,
-                                                capfd, caplog):
+                                                capfd, caplog, lenient):
     from tests.s3server import SECRET_KEY
     from tests.test_airflow_support import conn_env
 
