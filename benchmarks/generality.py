@@ -237,9 +237,11 @@ def write_outputs(data: dict, out_dir: Path, readme: Path | None) -> None:
 
 def _trace(history) -> list[dict]:
     """The search's measurements, in order, kept so a miss can be read afterwards: which
-    configs it tried, what each window read and how busy the CPU was."""
+    configs it tried, what each window read and how busy the CPU was (by this process, and
+    by anyone: ``cpu_busy``)."""
     return [{"config": dict(m.config), "throughput": round(m.throughput, 1),
-             "cpu_util": round(m.cpu_util, 2), "status": m.status} for m in history]
+             "cpu_util": round(m.cpu_util, 2), "cpu_busy": round(m.cpu_busy, 2),
+             "status": m.status} for m in history]
 
 
 def main(argv=None) -> int:

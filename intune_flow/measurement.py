@@ -25,6 +25,7 @@ class Measurement:
     records_per_s: float = 0.0
     spread: float = 0.0             # (max - min) / median over sub-windows
     cpu_util: float = 0.0           # process CPU seconds / (wall seconds * cpu budget)
+    machine_busy: float | None = None  # 1 - idle cores / cpu budget (None: not known)
     peak_rss: int = 0               # bytes, peak over the window
     seconds: float = 0.0            # wall (or simulated) seconds this measurement cost
     status: str = STATUS_OK
@@ -36,6 +37,13 @@ class Measurement:
     @property
     def ok(self) -> bool:
         return self.status == STATUS_OK
+
+    @property
+    def cpu_busy(self) -> float:
+        """How much of the CPU budget was not idle: this process's share, or more where
+        other processes (or the hypervisor's steal) left it fewer idle cores than that.
+        What the tuner's "is there CPU to spare" rules read."""
+        return max(self.cpu_util, self.machine_busy or 0.0)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -10,7 +10,10 @@ thread samples the process's RSS and the progress counters every ~25 ms. Timing 
 at the first element: ``warmup_s`` seconds are discarded, then ``window_s`` seconds are
 split into ``subwindows`` equal parts; the reported rates are the median over the parts
 and ``spread`` is (max - min) / median. ``cpu_util`` is process CPU seconds over the
-window / (window wall seconds * cpu_budget). ``peak_rss`` is the highest sampled RSS
+window / (window wall seconds * cpu_budget); ``machine_busy`` is the share of the
+``cpu_budget`` cores the machine left no idle CPU for, whoever used it (Linux
+``/proc/stat``), so that a process starved by others is not read as one with cores to
+spare. ``peak_rss`` is the highest sampled RSS
 over the whole probe (build included). Worker processes the pipeline starts (torchdata
 ``method="process"``) count too: their CPU time, and the memory they add after they start
 (:class:`~intune_flow.resources.WorkerProcesses`).
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import math
 import statistics
 import threading
 import time
@@ -51,7 +55,8 @@ from .bounded import Hung
 from .errors import IntuneError
 from .measurement import (STATUS_EMPTY, STATUS_ERROR, STATUS_OK, STATUS_OOM, STATUS_TIMEOUT,
                           Measurement)
-from .resources import WorkerProcesses, current_rss, default_ram_budget, usable_cpus
+from .resources import (WorkerProcesses, current_rss, default_ram_budget, idle_cpu_seconds,
+                        usable_cpus)
 
 SAMPLE_S = 0.025
 JOIN_S = 5.0  # how long to wait for the worker to let go of the pipeline after a stop
@@ -369,8 +374,8 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
     guard = _RamGuard(ram_budget, memory)
     worker = _Worker(pipeline, full, snapshot_after=warmup_s if desc.stages else None,
                      guard=guard)
-    # (t, elements, records, cpu seconds, time of the latest element)
-    samples: list[tuple[float, int, int, float, float]] = []
+    # (t, elements, records, cpu seconds, time of the latest element, idle CPU seconds)
+    samples: list[tuple[float, int, int, float, float, float]] = []
     guard.peak = guard.reading()
     status, error = STATUS_OK, None
     processes = WorkerProcesses()
@@ -384,7 +389,9 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
             guard.extra, workers_cpu = processes.sample(now)
             rss = guard.reading()
             at, elements, records = worker.progress
-            samples.append((now, elements, records, time.process_time() + workers_cpu, at))
+            idle = idle_cpu_seconds()
+            samples.append((now, elements, records, time.process_time() + workers_cpu, at,
+                            math.nan if idle is None else idle))
             if guard.sample(now, rss):
                 status, error = STATUS_OOM, guard.tripped
                 break
@@ -455,8 +462,7 @@ def _from_stages(config, samples, slow, desc, cpu_budget) -> Measurement:
                     autotune_choices=dict(choices))
     t1 = samples[-1][0]
     if t1 > t0 and len(samples) >= 2:
-        cpu = _interp(samples, t1, 3) - _interp(samples, t0, 3)
-        m.cpu_util = float(cpu / ((t1 - t0) * cpu_budget))
+        _cpu_over(m, samples, t0, t1, cpu_budget)
     return m
 
 
@@ -485,7 +491,17 @@ def _summarize(config, samples, first_at, first_n, warmup_s, window_s, subwindow
     m.throughput = m.records_per_s
     if m.records_per_s > 0:
         m.spread = float((max(r_rates) - min(r_rates)) / m.records_per_s)
-    wall = bounds[-1] - bounds[0]
-    cpu = _interp(samples, bounds[-1], 3) - _interp(samples, bounds[0], 3)
-    m.cpu_util = float(cpu / (wall * cpu_budget)) if wall > 0 else 0.0
+    if bounds[-1] > bounds[0]:
+        _cpu_over(m, samples, bounds[0], bounds[-1], cpu_budget)
     return m
+
+
+def _cpu_over(m: Measurement, samples, t0: float, t1: float, cpu_budget: float) -> None:
+    """``m.cpu_util`` and ``m.machine_busy`` over ``t0..t1``: this process's CPU seconds,
+    and the cores the machine left idle (the idle time of all the CPUs this process may run
+    on, of which a budget smaller than those CPUs can use only its own share)."""
+    wall = (t1 - t0) * cpu_budget
+    m.cpu_util = float((_interp(samples, t1, 3) - _interp(samples, t0, 3)) / wall)
+    idle = _interp(samples, t1, 5) - _interp(samples, t0, 5)
+    if not math.isnan(idle):
+        m.machine_busy = float(min(1.0, max(0.0, 1.0 - idle / wall)))

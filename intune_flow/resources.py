@@ -150,6 +150,31 @@ def cpu_capacity(cores: float, seconds: float = CAPACITY_S) -> float:
     return sum(done) / 1e6 / max(1e-9, time.perf_counter() - started)
 
 
+_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
+
+
+def idle_cpu_seconds() -> float | None:
+    """Seconds the CPUs this process may run on have spent idle (I/O wait included) since
+    boot, from ``/proc/stat``: two readings bracket how many cores sat idle over a window,
+    whoever kept the others busy (another process, the hypervisor's steal). None where
+    ``/proc/stat`` is unreadable or does not list those CPUs (not Linux, a virtualized
+    ``/proc``)."""
+    try:
+        cpus = {f"cpu{i}" for i in os.sched_getaffinity(0)}
+        idle = 0
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if not line.startswith(b"cpu"):
+                    break
+                fields = line.split()
+                if fields[0].decode() in cpus:
+                    cpus.discard(fields[0].decode())
+                    idle += int(fields[4]) + int(fields[5])
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    return idle * _TICK_S if not cpus else None
+
+
 def parse_bytes(value) -> int:
     """``'4GiB'``, ``'512M'``, ``'2g'`` or an int number of bytes -> bytes."""
     if isinstance(value, bool):

@@ -139,15 +139,17 @@ def test_oom_stops_a_leaking_pipeline_within_budget_plus_margin():
 
 # Two threads hashing 1 MiB buffers (hashlib lets go of the GIL): two busy cores.
 HOG = """
-import hashlib, threading
+import hashlib, os, threading
 buf = b"x" * (1 << 20)
 def spin():
     while True:
         hashlib.sha256(buf).digest()
-threads = [threading.Thread(target=spin) for _ in range(2)]
+threads = [threading.Thread(target=spin) for _ in range(max(2, len(os.sched_getaffinity(0))))]
 for t in threads:
     t.start()
+print("spinning", flush=True)
 """
+"""Another process that keeps every core of this one's busy (hashlib releases the GIL)."""
 
 
 def leaky_parallel(knobs):
@@ -205,6 +207,27 @@ def test_the_ram_guard_holds_its_margin_beside_a_cpu_hog(pipeline):
     grown = peak - (budget - 300 * 2**20)
     print(f"{pipeline.__name__}: kernel peak {peak / budget:.3f} of the budget; {m.error}")
     assert peak <= budget * (1 + RSS_MARGIN), (peak / 2**20, budget / 2**20, m.error)
+
+
+def test_cores_another_process_keeps_busy_are_not_read_as_cores_to_spare():
+    """A probe beside a process spinning on all its cores uses little CPU itself (its stage
+    sleeps), yet the machine left it no idle core: the tuner's "CPU to spare" rules read
+    ``cpu_busy``, not ``cpu_util`` alone."""
+    hog = subprocess.Popen([sys.executable, "-c", HOG], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        assert hog.stdout.readline().strip() == "spinning"
+        m = probe(sleepy, {"read": 2}, window_s=1.0, warmup_s=0.2)
+    finally:
+        hog.kill()
+        hog.wait(10)
+        hog.stdout.close()
+    assert m.status == "ok", m.error
+    if m.machine_busy is None:
+        pytest.skip("/proc/stat does not list the CPUs this process may run on")
+    assert m.machine_busy > 0.8 > m.cpu_util, (m.machine_busy, m.cpu_util)
+    assert m.cpu_busy == m.machine_busy
+    assert m.to_dict()["machine_busy"] == m.machine_busy     # kept in histories and records
 
 
 WORKER_HOLDS: list = []   # filled inside each forked worker process only

@@ -107,7 +107,8 @@ def _run(args) -> int:
             print(_spread_line(runs))
         print(f"  status {m.status}: {m.records_per_s:,.0f} records/s, "
               f"{m.elements_per_s:,.1f} elements/s (spread {m.spread:.2f}), "
-              f"CPU {m.cpu_util:.0%} of {args.cpu_budget or usable_cpus():g} cores, "
+              f"CPU {m.cpu_util:.0%} of {args.cpu_budget or usable_cpus():g} cores"
+              f"{_others(m)}, "
               f"peak RSS {m.peak_rss / 2**20:,.0f} MiB, {m.seconds:.1f} s")
         if m.stage_signals:
             busy = ", ".join(f"{k} {v:.0%}" for k, v in m.stage_signals.items())
@@ -132,3 +133,10 @@ def _spread_line(runs) -> str:
     rel = f" ({lo / med - 1:+.0%} / {hi / med - 1:+.0%} of the median)" if med > 0 else ""
     return (f"  {len(rates)} windows: median {med:,.0f} records/s, "
             f"range {lo:,.0f}-{hi:,.0f}{rel}; the last window in detail:")
+
+
+def _others(m) -> str:
+    """What other processes took of the budget's cores, where it showed."""
+    if m.machine_busy is None or m.machine_busy - m.cpu_util < 0.05:
+        return ""
+    return f" ({m.machine_busy:.0%} busy counting other processes)"

@@ -207,6 +207,25 @@ def test_a_pool_grown_far_past_the_cores_of_a_busy_cpu_is_cut_back_once():
     assert pool_trimmed(SPACE, busy, cores=12) is None
 
 
+def test_cores_other_jobs_keep_busy_are_no_cpu_to_spare():
+    from intune_flow.agent.moves import cpu_headroom, pool_serialized
+    from intune_flow.measurement import Measurement
+    cfg = {"read": 1, "map": 1, "prefetch": 1, "pool": 2}
+    alone = Measurement(config=cfg, throughput=1.0, cpu_util=0.3)
+    shared = Measurement(config=cfg, throughput=1.0, cpu_util=0.3, machine_busy=0.6)
+    starved = Measurement(config=cfg, throughput=1.0, cpu_util=0.45, machine_busy=0.97)
+    assert (alone.cpu_busy, shared.cpu_busy, starved.cpu_busy) == (0.3, 0.6, 0.97)
+    # Its own 0.3 can grow into the idle 0.3 (to the 0.9 of a saturated CPU), not to 0.9.
+    assert cpu_headroom(alone) == pytest.approx(3.0)
+    assert cpu_headroom(shared) == pytest.approx(2.0)
+    assert cpu_headroom(starved) == 1.0
+    # A process other jobs starve is short of capacity, not held by contention.
+    assert pool_serialized(SPACE, alone, 2) is not None
+    assert pool_serialized(SPACE, starved, 2) is None
+    # A machine_busy below the process's own share (a coarse /proc/stat tick) changes nothing.
+    assert Measurement(config=cfg, cpu_util=0.5, machine_busy=0.45).cpu_busy == 0.5
+
+
 class TwoCoreEnv:
     """A scripted env on 2 cores over SPACE: subclasses say what a config measures."""
 
@@ -228,8 +247,9 @@ class MisreadSignalsEnv:
     native_autotune = False
     cpu_budget, ram_budget = 2, 1 << 30
 
-    def __init__(self, cpu_util):
+    def __init__(self, cpu_util, machine_busy=None):
         self.space, self.t, self.cpu_util = SPACE, 0.0, cpu_util
+        self.machine_busy = machine_busy
 
     def clock(self):
         return self.t
@@ -238,6 +258,7 @@ class MisreadSignalsEnv:
         from intune_flow.measurement import Measurement
         self.t += 1.0
         return Measurement(config=dict(config), seconds=1.0, cpu_util=self.cpu_util,
+                           machine_busy=self.machine_busy,
                            throughput=1000.0 * min(config["read"], config["map"], 8),
                            stage_signals={"read": 0.95, "map": 0.5, "pool": 0.5})
 
@@ -254,6 +275,10 @@ def test_signals_whose_round_does_not_beat_an_idle_start_are_followed_by_the_sca
     busy = run_search(MisreadSignalsEnv(cpu_util=0.85), "intune", start=SPACE.ones(),
                       budget_s=1e9, max_steps=3, seed=0, progress=False)
     assert scaled(SPACE, SPACE.ones(), SCALE_FACTOR) not in [m.config for m in busy.history]
+    # So it does where other jobs keep the cores busy that this process leaves idle.
+    starved = run_search(MisreadSignalsEnv(cpu_util=0.7, machine_busy=0.95), "intune",
+                         start=SPACE.ones(), budget_s=1e9, max_steps=3, seed=0, progress=False)
+    assert scaled(SPACE, SPACE.ones(), SCALE_FACTOR) not in [m.config for m in starved.history]
 
 
 class PoolBoundEnv(TwoCoreEnv):
