@@ -67,12 +67,13 @@ def main(argv=None) -> int:
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the S3 server on kill too
     root = Path(tempfile.mkdtemp(prefix="intune-warm-bench-"))
-    server = S3Server(root=root / "s3").start()
-    env = dict(os.environ, PYTHONPATH=str(ROOT), **server.env(),
-               INTUNE_FLOW_CACHE=str(root / "local-fallback"))
-    pipe = Pipeline.load(args.pipeline)
+    server = S3Server(root=root / "s3")
     rows = []
     try:
+        server.start()
+        env = dict(os.environ, PYTHONPATH=str(ROOT), **server.env(),
+                   INTUNE_FLOW_CACHE=str(root / "local-fallback"))
+        pipe = Pipeline.load(args.pipeline)
         for rep in range(args.repeats):
             uri = f"s3://{server.make_bucket()}/intune"
             cold = night(args.pipeline, args.budget_s, uri, env)

