@@ -42,7 +42,8 @@ class Measurement:
     def cpu_busy(self) -> float:
         """How much of the CPU budget was not idle: this process's share, or more where
         other processes (or the hypervisor's steal) left it fewer idle cores than that.
-        What the tuner's "is there CPU to spare" rules read."""
+        What the tuner reads when a move did not pay and it asks whether the CPU had room
+        (none: no capacity; some: contention, or a stage the signals miss)."""
         return max(self.cpu_util, self.machine_busy or 0.0)
 
     def to_dict(self) -> dict:

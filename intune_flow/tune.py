@@ -345,7 +345,7 @@ class TuningRun:
                               reason=reason,
                               history=list(prior) + list(outcome.history) + [confirm])
         # A bound binds only while the CPU has room: on a busy one more calls take turns.
-        if self.options.method in SEARCHING and best.ok and best.cpu_busy < BUSY_CPU:
+        if self.options.method in SEARCHING and best.ok and best.cpu_util < BUSY_CPU:
             for msg in at_their_max(self.description.space, result.config,
                                     self.description.implicit):
                 log.warning(msg)

@@ -103,10 +103,14 @@ def test_eight_processes_s3(tmp_path, s3_server):
 
 
 TUNER = textwrap.dedent("""
-    import json, sys, time
+    import importlib, json, sys, time
     from pathlib import Path
     from intune_flow.tune import tune
 
+    # As the lenient fixture: a hit's verification probe on eight processes sharing two
+    # cores can read under the drift threshold, and a refine replaces any record.
+    module = importlib.import_module("intune_flow.tune")
+    module.POLICY = module.TuningPolicy(drift_threshold=1e-6)
     uri, go = sys.argv[1], Path(sys.argv[2])
     while not go.exists():
         time.sleep(0.01)

@@ -87,14 +87,21 @@ def test_server_stopped_during_writes(s3_outage):
                 failures.append(tp)
             tp += 1.0
 
+    def wait_for(seen, seconds=60.0):   # a loaded machine's writes take their time
+        deadline = time.monotonic() + seconds
+        while not seen and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
     thread = threading.Thread(target=writer)
     thread.start()
-    time.sleep(1.5)
-    server.stop()
-    time.sleep(1.0)
-    stop.set()
-    thread.join(60)
-    server.start()
+    try:
+        wait_for(successes)
+        server.stop()
+        wait_for(failures)
+    finally:
+        stop.set()
+        thread.join(60)
+        server.start()
     assert successes and failures
     rec = read(cache, KEY).record                   # a whole, valid record survived
     assert rec is not None and rec.throughput >= max(successes)
@@ -124,7 +131,7 @@ def test_slow_store_bounded_retries(s3_server):
     proxy = FaultProxy(int(s3_server.endpoint_url.rsplit(":", 1)[1]), delay_s=2.0)
     try:
         slow = s3_cache(s3_server, bucket, endpoint_url=proxy.endpoint_url, attempts=3,
-                        read_timeout=0.5, connect_timeout=0.5)
+                        read_timeout=1.0, connect_timeout=1.0)
         with pytest.raises(CacheUnavailable) as err:
             slow.get(KEY)
         assert "after 3 attempt" in str(err.value)
@@ -252,7 +259,9 @@ def test_tune_survives_store_faults(s3_server, tmp_path, monkeypatch, caplog, fa
     proxy = FaultProxy(int(s3_server.endpoint_url.rsplit(":", 1)[1]),
                        delay_s=2.0 if fault == "slow" else 0.0)
     try:
-        kw = dict(endpoint_url=proxy.endpoint_url, read_timeout=0.5, connect_timeout=0.5)
+        # only the slow store times out: a loaded machine's seaweedfs can take 0.5 s too
+        timeout = 0.5 if fault == "slow" else 10.0
+        kw = dict(endpoint_url=proxy.endpoint_url, read_timeout=timeout, connect_timeout=timeout)
         if fault == "denied":
             kw.update(access_key="intruder", secret_key="not-the-secret")
         cache = s3_cache(s3_server, "no-such-bucket-here" if fault == "no_bucket" else bucket,

@@ -38,7 +38,7 @@ SCALE_FACTOR = 4
 SCALE_ROUNDS = 4
 BUSY_CPU = 0.8
 POOL_PER_CORE = 1.5
-"""After scaling out, a thread pool over twice the cores on a busy CPU (``cpu_busy`` at or
+"""After scaling out, a thread pool over twice the cores on a busy CPU (``cpu_util`` at or
 above ``BUSY_CPU``) is tried at ``POOL_PER_CORE`` threads per core: the scaling grew it with
 the stages, and on a CPU-bound pipeline threads beyond the cores only take turns."""
 BUFFER_FLOOR = 2
@@ -66,7 +66,7 @@ def rebalanced(space: KnobSpace, m: Measurement) -> dict | None:
            and m.config[k.name] != AUTOTUNE]
     if not par:
         return None
-    headroom = cpu_headroom(m)
+    headroom = cpu_headroom(m.cpu_util)
     grow = max(2.0, headroom)
     expected = headroom if any(sig[k.name] >= SATURATED for k in par) else 1.0
     # A saturated pool holds back every stage it serves: their calls wait for a thread,
@@ -82,7 +82,7 @@ def rebalanced(space: KnobSpace, m: Measurement) -> dict | None:
         else:
             want = v * u * HEADROOM * expected
         cfg[k.name] = _snap_up(k, want)
-    if m.cpu_busy < SATURATED:
+    if m.cpu_util < SATURATED:
         # With cores to spare the pool must not starve the stages it serves: at least the
         # calls they will keep busy (a stage that grows, all of its new parallelism).
         busy = sum(cfg[k.name] if sig.get(k.name, 0.0) >= SATURATED
@@ -94,16 +94,16 @@ def rebalanced(space: KnobSpace, m: Measurement) -> dict | None:
     return buffered(space, cfg) if cfg != m.config else None
 
 
-def cpu_headroom(m: Measurement) -> float:
-    """How many times more work this process can give the CPU before it saturates (1 to
-    ``MAX_GROWTH``): its own share ``cpu_util`` can grow into what the machine leaves idle.
+def cpu_headroom(cpu_util: float) -> float:
+    """How many times more work this process can give the CPU before its own work
+    saturates it (1 to ``MAX_GROWTH``).
 
     Busy calls on a mostly idle CPU wait (on I/O, a remote GET): throughput can follow
     their number until the CPU saturates, so a read that needs 50 calls gets there in
-    two jumps instead of crawling by fours. Cores other processes keep busy are no room.
+    two jumps instead of crawling by fours. This process's own ``cpu_util``, not
+    ``cpu_busy``: calls that wait need no core whoever else keeps them busy.
     """
-    room = max(0.0, SATURATED - m.cpu_busy)
-    return min(MAX_GROWTH, 1.0 + room / max(m.cpu_util, 1e-3))
+    return min(MAX_GROWTH, max(1.0, SATURATED / max(cpu_util, 1e-3)))
 
 
 def _snap_up(knob, want: float) -> int:
@@ -180,7 +180,7 @@ def pool_capped(space: KnobSpace, m: Measurement) -> dict | None:
     on something else (a remote GET) and more of them would pay. Each static pool grows by
     the CPU's headroom (:func:`cpu_headroom`), at least double, up to its maximum. None when
     nothing was capped or no pool can grow."""
-    if not m.ok or m.cpu_busy >= BUSY_CPU or not m.autotune_choices:
+    if not m.ok or m.cpu_util >= BUSY_CPU or not m.autotune_choices:
         return None
     pools = static_pools(space, m.config)
     if not pools:
@@ -190,7 +190,7 @@ def pool_capped(space: KnobSpace, m: Measurement) -> dict | None:
                  for k in space if k.kind == "parallelism")
     if not capped:
         return None
-    grow = max(2.0, cpu_headroom(m))
+    grow = max(2.0, cpu_headroom(m.cpu_util))
     cfg = dict(m.config)
     for k in pools:
         cfg[k.name] = _snap_up(k, m.config[k.name] * grow)
@@ -198,7 +198,8 @@ def pool_capped(space: KnobSpace, m: Measurement) -> dict | None:
 
 
 def explained(space: KnobSpace, m: Measurement) -> bool:
-    """Whether ``m``'s signals name what limits it: a saturated stage or pool, or the CPU."""
+    """Whether ``m``'s signals name what limits it: a saturated stage or pool, or the CPU
+    (``cpu_busy``: no idle core, whoever keeps the cores busy)."""
     if m.cpu_busy >= SATURATED:
         return True
     return any(m.stage_signals.get(k.name, 0.0) >= SATURATED
@@ -283,7 +284,7 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
     half = math.sqrt(factor)
     for i in range(rounds):
         cfg = scaled(walk.space, walk.best.config, factor)
-        if cfg is None or (walk.best.cpu_busy >= BUSY_CPU
+        if cfg is None or (walk.best.cpu_util >= BUSY_CPU
                            and pools_only(walk.space, walk.best.config, cfg)):
             break
         before = walk.best
@@ -347,7 +348,7 @@ def pool_trimmed(space: KnobSpace, m: Measurement, cores: float) -> dict | None:
     """``m``'s config with every thread pool above twice ``cores`` cut to ``POOL_PER_CORE``
     threads per core (the grid value at or above), when ``m`` kept the CPU busy; None when
     nothing is cut."""
-    if not m.ok or m.cpu_busy < BUSY_CPU:
+    if not m.ok or m.cpu_util < BUSY_CPU:
         return None
     cfg = dict(m.config)
     for k in space:

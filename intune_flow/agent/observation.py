@@ -114,7 +114,7 @@ def encode(space: KnobSpace, cpu_budget: float, ram_budget: float,
     g = np.zeros(GLOBAL_FEATURES, dtype=np.float32)
     g[0] = _log_ratio(cur.throughput, view.best.throughput, -2.0, 0.0)
     g[1] = _log_ratio(cur.throughput, view.start.throughput, -2.0, 3.0) / 3
-    g[2] = min(1.0, max(0.0, cur.cpu_busy))
+    g[2] = min(1.0, max(0.0, cur.cpu_util))
     g[3] = min(2.0, cur.peak_rss / ram_budget) if ram_budget > 0 else 0.0
     g[4] = max(-2.0, min(2.0, math.log2(total_threads(space, cfg) / cores) / 4))
     g[5] = view.budget_left

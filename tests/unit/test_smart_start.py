@@ -208,22 +208,30 @@ def test_a_pool_grown_far_past_the_cores_of_a_busy_cpu_is_cut_back_once():
 
 
 def test_cores_other_jobs_keep_busy_are_no_cpu_to_spare():
-    from intune_flow.agent.moves import cpu_headroom, pool_serialized
+    from intune_flow.agent.moves import explained, pool_serialized
     from intune_flow.measurement import Measurement
     cfg = {"read": 1, "map": 1, "prefetch": 1, "pool": 2}
-    alone = Measurement(config=cfg, throughput=1.0, cpu_util=0.3)
-    shared = Measurement(config=cfg, throughput=1.0, cpu_util=0.3, machine_busy=0.6)
+    alone = Measurement(config=cfg, throughput=1.0, cpu_util=0.45)
     starved = Measurement(config=cfg, throughput=1.0, cpu_util=0.45, machine_busy=0.97)
-    assert (alone.cpu_busy, shared.cpu_busy, starved.cpu_busy) == (0.3, 0.6, 0.97)
-    # Its own 0.3 can grow into the idle 0.3 (to the 0.9 of a saturated CPU), not to 0.9.
-    assert cpu_headroom(alone) == pytest.approx(3.0)
-    assert cpu_headroom(shared) == pytest.approx(2.0)
-    assert cpu_headroom(starved) == 1.0
-    # A process other jobs starve is short of capacity, not held by contention.
+    assert (alone.cpu_busy, starved.cpu_busy) == (0.45, 0.97)
+    # A process other jobs starve is short of capacity, not held by contention...
     assert pool_serialized(SPACE, alone, 2) is not None
     assert pool_serialized(SPACE, starved, 2) is None
+    # ...and a CPU with no idle core explains what limits it.
+    assert not explained(SPACE, alone) and explained(SPACE, starved)
     # A machine_busy below the process's own share (a coarse /proc/stat tick) changes nothing.
     assert Measurement(config=cfg, cpu_util=0.5, machine_busy=0.45).cpu_busy == 0.5
+
+
+def test_calls_that_wait_grow_by_the_processs_own_headroom_whoever_else_is_busy():
+    from intune_flow.agent.moves import rebalanced
+    from intune_flow.measurement import Measurement
+    cfg = {"read": 2, "map": 1, "prefetch": 2, "pool": 4}
+    signals = {"read": 0.95, "map": 0.1, "pool": 0.5}
+    alone = Measurement(config=cfg, cpu_util=0.05, stage_signals=signals)
+    shared = Measurement(config=cfg, cpu_util=0.05, machine_busy=0.97, stage_signals=signals)
+    assert rebalanced(SPACE, alone) == rebalanced(SPACE, shared)
+    assert rebalanced(SPACE, shared)["read"] == 32     # x16: the GETs wait, not the CPU
 
 
 class TwoCoreEnv:
