@@ -14,8 +14,9 @@ obvious in whole-config jumps; the single-knob moves after them are the policy's
 * :func:`rescaled`: a config carried to a machine with another core count;
 * :func:`hybrid_autotune`: a static config with its parallelism handed to the framework's
   own tuner (tf.data AUTOTUNE), its pool and buffers kept;
-* :func:`pool_capped`: that hybrid with its pool grown, when AUTOTUNE ran a stage at the
-  pool's size on an idle CPU.
+* :func:`autotune_held_back`: that hybrid with what held AUTOTUNE back grown, when it left
+  the CPU idle: its pool, when AUTOTUNE ran a stage at the pool's size, and the knobs it
+  kept static.
 
 Functions that measure take the :class:`~intune_flow.agent.walk.Walk` and a
 ``measure(config) -> Measurement`` and move the walk through :meth:`Walk.jump`
@@ -173,27 +174,32 @@ def static_pools(space: KnobSpace, config: dict) -> list:
     return [k for k in space if k.kind == "threads" and config[k.name] != AUTOTUNE]
 
 
-def pool_capped(space: KnobSpace, m: Measurement) -> dict | None:
-    """``m``'s config with its thread pools grown when AUTOTUNE was held back by them: a
-    stage at AUTOTUNE ran as many calls as the pool has threads (tf.data caps a stage's
-    parallelism at its runner pool) while the CPU was below ``BUSY_CPU``, so its calls wait
-    on something else (a remote GET) and more of them would pay. Each static pool grows by
-    the CPU's headroom (:func:`cpu_headroom`), at least double, up to its maximum. None when
-    nothing was capped or no pool can grow."""
-    if not m.ok or m.cpu_util >= BUSY_CPU or not m.autotune_choices:
+def autotune_held_back(space: KnobSpace, m: Measurement, keep=()) -> dict | None:
+    """``m``'s config (a hybrid: parallelism at AUTOTUNE) with what held AUTOTUNE back grown,
+    when it left the CPU below ``BUSY_CPU`` (its own ``cpu_util``: calls that wait need no
+    core). Two things can: its static thread pools, when AUTOTUNE ran a stage at as many
+    calls as the pool has threads (tf.data caps a stage's parallelism at its runner pool),
+    so its calls wait on something else (a remote GET) and more would pay; and the knobs
+    ``keep`` held static (an interleave's ``cycle_length``, kept because tf.data sizes an
+    AUTOTUNE one from the CPU), at the walk's value, which a faster hybrid can outgrow (on
+    2 cores a TFRecord read kept at 1 file held a hybrid to 59,000 records/s; at 2 files
+    it read 140,000). Each grows by the CPU's headroom (:func:`cpu_headroom`), at least
+    double, up to its maximum. None when nothing held it back or nothing can grow."""
+    if not m.ok or m.cpu_util >= BUSY_CPU:
         return None
-    pools = static_pools(space, m.config)
-    if not pools:
-        return None
-    smallest = min(m.config[k.name] for k in pools)
-    capped = any(m.config[k.name] == AUTOTUNE and int(m.autotune_choices.get(k.name, 0)) >= smallest
-                 for k in space if k.kind == "parallelism")
-    if not capped:
-        return None
-    grow = max(2.0, cpu_headroom(m.cpu_util))
     cfg = dict(m.config)
-    for k in pools:
-        cfg[k.name] = _snap_up(k, m.config[k.name] * grow)
+    pools = static_pools(space, m.config)
+    grow = max(2.0, cpu_headroom(m.cpu_util))
+    if pools and m.autotune_choices:
+        smallest = min(m.config[k.name] for k in pools)
+        if any(m.config[k.name] == AUTOTUNE
+               and int(m.autotune_choices.get(k.name, 0)) >= smallest
+               for k in space if k.kind == "parallelism"):
+            for k in pools:
+                cfg[k.name] = _snap_up(k, m.config[k.name] * grow)
+    for k in space:
+        if k.name in keep and k.kind in THREAD_KINDS and m.config[k.name] != AUTOTUNE:
+            cfg[k.name] = _snap_up(k, m.config[k.name] * grow)
     return cfg if cfg != m.config else None
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..agent.moves import hybrid_autotune, pool_capped, recover, rescaled, smart_start
+from ..agent.moves import (autotune_held_back, hybrid_autotune, recover, rescaled,
+                           smart_start)
 from ..agent.walk import Walk, config_key
 from ..env import has_native_autotune, kept_from_autotune
 from .tracker import BudgetSpent, Tracker
@@ -194,26 +195,29 @@ def _measure_native_autotune(tr: Tracker, env) -> None:
 
 def _hybrid(env) -> int:
     """1 where the search measures a hybrid config at its end (tf.data), else 0. The hybrid
-    with a grown pool (:func:`_measure_hybrid`) is not kept for: it fires on few pipelines, so
-    it takes one of the re-measures' measurements when it does, not a walk step from all."""
+    with what held AUTOTUNE back grown (:func:`_measure_hybrid`) is not kept for: it fires on
+    few pipelines, so it takes one of the re-measures' measurements when it does, not a walk
+    step from all."""
     return 1 if has_native_autotune(env) else 0
 
 
 def _measure_hybrid(tr: Tracker, env, walk: Walk) -> None:
     """Where the framework has its own tuner, measure the walk's best with its parallelism
     handed to it (:func:`~intune_flow.agent.moves.hybrid_autotune`) once: AUTOTUNE's run-time
-    re-balancing with the pool and buffers the walk found can beat both. When the pool held
-    AUTOTUNE back (:func:`~intune_flow.agent.moves.pool_capped`), the hybrid with a larger
-    pool is measured too. Like every measurement they can become the best, and the
-    end-of-search re-measure looks at them again."""
+    re-balancing with the pool and buffers the walk found can beat both. When it left the
+    CPU idle and its pool or the knobs it kept held AUTOTUNE back
+    (:func:`~intune_flow.agent.moves.autotune_held_back`), the hybrid with those grown is
+    measured too. Like every measurement they can become the best, and the end-of-search
+    re-measure looks at them again."""
     if not _hybrid(env) or not walk.best.ok:
         return
-    cfg = hybrid_autotune(env.space, walk.best.config, keep=kept_from_autotune(env))
+    keep = kept_from_autotune(env)
+    cfg = hybrid_autotune(env.space, walk.best.config, keep=keep)
     if cfg is None:
         return
     try:
         m = tr.measure(cfg)
-        grown = pool_capped(env.space, m)
+        grown = autotune_held_back(env.space, m, keep=keep)
         if grown is not None:
             tr.measure(grown)
     except BudgetSpent:

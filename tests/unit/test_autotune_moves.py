@@ -146,7 +146,7 @@ def test_a_pool_that_caps_autotune_on_an_idle_cpu_grows():
     """AUTOTUNE ran the read at the pool's 16 threads with the CPU mostly idle: the pool is
     what holds it back, so the follow-up grows it (to the CPU's headroom, at least double);
     a busy CPU, a stage below the pool, or a pool at its maximum get no follow-up."""
-    from intune_flow.agent.moves import pool_capped
+    from intune_flow.agent.moves import autotune_held_back
     from intune_flow.measurement import Measurement
 
     p = _io_pipeline(cores=4)
@@ -154,17 +154,39 @@ def test_a_pool_that_caps_autotune_on_an_idle_cpu_grows():
     hybrid = {"read": AUTOTUNE, "map": AUTOTUNE, "prefetch": 2, "pool": 16}
     m = env.measure(hybrid)
     assert m.autotune_choices["read"] == 16 and m.cpu_util < 0.8
-    grown = pool_capped(p.space, m)
+    grown = autotune_held_back(p.space, m)
     assert grown == {**hybrid, "pool": grown["pool"]} and grown["pool"] >= 32
     assert env.measure(grown).throughput > 1.5 * m.throughput
 
     def reading(cpu, read_at, pool=16):
         return Measurement(config={**hybrid, "pool": pool}, throughput=1.0, cpu_util=cpu,
                            autotune_choices={"read": read_at, "map": 2})
-    assert pool_capped(p.space, reading(0.3, 16)) is not None
-    assert pool_capped(p.space, reading(0.95, 16)) is None      # the CPU is the limit
-    assert pool_capped(p.space, reading(0.3, 9)) is None        # AUTOTUNE stopped below it
-    assert pool_capped(p.space, reading(0.3, 256, pool=256)) is None   # nothing to grow
+    assert autotune_held_back(p.space, reading(0.3, 16)) is not None
+    assert autotune_held_back(p.space, reading(0.95, 16)) is None      # the CPU is the limit
+    assert autotune_held_back(p.space, reading(0.3, 9)) is None        # AUTOTUNE stopped below it
+    assert autotune_held_back(p.space, reading(0.3, 256, pool=256)) is None   # nothing to grow
+
+
+def test_a_knob_the_hybrid_kept_static_grows_when_the_hybrid_leaves_the_cpu_idle():
+    """An interleave's cycle_length is kept at the walk's value in the hybrid (tf.data sizes
+    an AUTOTUNE one from the CPU); at that value it can hold the hybrid back, which an idle
+    CPU says: it grows by the headroom, at least double. A busy CPU, a knob not kept, or
+    one handed to AUTOTUNE get no follow-up."""
+    from intune_flow.agent.moves import autotune_held_back
+    from intune_flow.measurement import Measurement
+
+    p = _io_pipeline(cores=4)
+    hybrid = {"read": 1, "map": AUTOTUNE, "prefetch": 2, "pool": 128}
+
+    def reading(cpu, **config):
+        return Measurement(config={**hybrid, **config}, throughput=1.0, cpu_util=cpu,
+                           autotune_choices={"map": 8})      # below the pool: not capped
+    grown = autotune_held_back(p.space, reading(0.45), keep=("read",))
+    assert grown == {**hybrid, "read": 2}                 # x2 (headroom 2.0), pool as it was
+    assert autotune_held_back(p.space, reading(0.1), keep=("read",))["read"] >= 8
+    assert autotune_held_back(p.space, reading(0.95), keep=("read",)) is None
+    assert autotune_held_back(p.space, reading(0.45)) is None
+    assert autotune_held_back(p.space, reading(0.45, read=AUTOTUNE), keep=("read",)) is None
 
 
 def test_the_end_of_the_search_grows_a_pool_that_caps_the_hybrid():
@@ -184,3 +206,25 @@ def test_the_end_of_the_search_grows_a_pool_that_caps_the_hybrid():
     assert grown.config["pool"] > 16 and grown.config["read"] == AUTOTUNE
     assert tr.best is grown and grown.throughput > 2 * hybrid.throughput
     assert hybrid.throughput >= start.throughput
+
+
+def test_the_end_of_the_search_grows_a_kept_knob_that_holds_the_hybrid_back():
+    """The env keeps the read static in a hybrid (as an interleave's cycle_length): kept at
+    the walk's one call, it holds the hybrid on an idle CPU, so the end of the search
+    measures the hybrid again with the read grown, and that one becomes the best."""
+    from intune_flow.search.intune import _measure_hybrid
+    from intune_flow.search.tracker import Tracker
+
+    p = _io_pipeline(cores=4)
+    env = SimEnv(p, seed=0, native_autotune=True)
+    env.kept_from_autotune = ("read",)
+    tr = Tracker(env, "intune", budget_s=1e9, max_steps=None, progress=lambda ev: None)
+    start = tr.measure({"read": 1, "map": 2, "prefetch": 2, "pool": 64}, start=True)
+    walk = Walk(p.space, start, cpu_budget=4, ram_budget=p.ram_budget, autotune=True)
+    _measure_hybrid(tr, env, walk)
+    hybrid, grown = tr.history[1:]
+    assert hybrid.config == {"read": 1, "map": AUTOTUNE, "prefetch": 2, "pool": 64}
+    assert hybrid.cpu_util < 0.8
+    assert grown.config == {**hybrid.config, "read": grown.config["read"]}
+    assert grown.config["read"] >= 2
+    assert tr.best is grown and grown.throughput > 1.5 * hybrid.throughput
