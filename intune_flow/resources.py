@@ -167,8 +167,9 @@ def idle_cpu_seconds() -> float | None:
                 if not line.startswith(b"cpu"):
                     break
                 fields = line.split()
-                if fields[0].decode() in cpus:
-                    cpus.discard(fields[0].decode())
+                name = fields[0].decode()
+                if name in cpus:
+                    cpus.discard(name)
                     idle += int(fields[4]) + int(fields[5])
     except (OSError, ValueError, IndexError, AttributeError):
         return None

@@ -75,4 +75,11 @@ def lenient(monkeypatch):
     raised 1000x, which no noise explains (tests/test_tune.py)."""
     import importlib
     tune_module = importlib.import_module("intune_flow.tune")   # the module, not tune()
-    monkeypatch.setattr(tune_module, "POLICY", tune_module.TuningPolicy(drift_threshold=1e-6))
+    monkeypatch.setattr(tune_module, "POLICY", lenient_policy())
+
+
+def lenient_policy():
+    """The tuning policy of ``lenient``, for a test's subprocesses too (which the fixture's
+    monkeypatch does not reach)."""
+    from intune_flow.tune import TuningPolicy
+    return TuningPolicy(drift_threshold=1e-6)

@@ -187,19 +187,19 @@ def autotune_held_back(space: KnobSpace, m: Measurement, keep=()) -> dict | None
     double, up to its maximum. None when nothing held it back or nothing can grow."""
     if not m.ok or m.cpu_util >= BUSY_CPU:
         return None
-    cfg = dict(m.config)
+    held = [k for k in space
+            if k.name in keep and k.kind in THREAD_KINDS and m.config[k.name] != AUTOTUNE]
     pools = static_pools(space, m.config)
-    grow = max(2.0, cpu_headroom(m.cpu_util))
     if pools and m.autotune_choices:
         smallest = min(m.config[k.name] for k in pools)
         if any(m.config[k.name] == AUTOTUNE
                and int(m.autotune_choices.get(k.name, 0)) >= smallest
                for k in space if k.kind == "parallelism"):
-            for k in pools:
-                cfg[k.name] = _snap_up(k, m.config[k.name] * grow)
-    for k in space:
-        if k.name in keep and k.kind in THREAD_KINDS and m.config[k.name] != AUTOTUNE:
-            cfg[k.name] = _snap_up(k, m.config[k.name] * grow)
+            held += pools
+    grow = max(2.0, cpu_headroom(m.cpu_util))
+    cfg = dict(m.config)
+    for k in held:
+        cfg[k.name] = _snap_up(k, m.config[k.name] * grow)
     return cfg if cfg != m.config else None
 
 
