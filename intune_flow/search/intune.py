@@ -8,6 +8,7 @@ from ..agent.moves import (autotune_held_back, hybrid_autotune, recover, rescale
                            smart_start)
 from ..agent.walk import Walk, config_key
 from ..env import has_native_autotune, kept_from_autotune
+from ..knobs import AUTOTUNE
 from .tracker import BudgetSpent, Tracker
 
 # When to stop: in the simulator, gains still come 10-20 measurements after the last one
@@ -107,7 +108,7 @@ def _intune(tr: Tracker, env, rng, *, policy_state, seed, continuous, learn,
         tr.stop(end)
         if hybrid:
             _measure_hybrid(tr, env, walk)
-        _confirm(tr, confirm)
+        _confirm(tr, confirm, tie=walk.plateau)
     except BudgetSpent:
         pass
     tr.note("final_cores", cores)
@@ -241,14 +242,20 @@ def _reallocate(tr: Tracker, env, walk: Walk, old_cores: float) -> float:
     return new
 
 
+def _autotuned(config) -> int:
+    """How many of ``config``'s knobs are handed to the framework's own tuner."""
+    return sum(v == AUTOTUNE for v in config.values())
+
+
 def _plateau(start) -> float:
     """Moves within this share of the current throughput count as flat: the noise level."""
     return float(min(0.08, max(0.02, start.spread / 2))) if start.ok else 0.02
 
 
-def _confirm(tr: Tracker, count: int = CONFIRM) -> None:
+def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0) -> None:
     """Re-measure the best ``count`` configs, in a row, and keep the one with the best mean
-    of its new looks.
+    of its new looks; among those within ``tie`` of that mean, the one with the fewest
+    knobs at AUTOTUNE.
 
     A single noisy window can crown a config that is not the best; a second look at the
     top candidates, taken close together in time, fixes most of it. The candidates are
@@ -262,6 +269,11 @@ def _confirm(tr: Tracker, count: int = CONFIRM) -> None:
     own measurement when the start wins) and the mean of its new looks is noted as
     ``best_mean`` (over ``best_looks`` windows). Nothing changes when no candidate got a
     new look, or when the winner's mean is below the start's throughput.
+
+    The tie rule: a set value runs as it was measured, while AUTOTUNE re-decides in every
+    run, so a config that handed knobs to it and won within the noise (``tie``, the walk's
+    plateau) is no better measured, only less predictable, and the cache's warm-start
+    probe checks a predictable config better. ``tie_broken`` is noted when the rule chose.
     """
     seen: dict[tuple, list] = {}
     for m in tr.history[tr.rebased_at:]:
@@ -291,7 +303,11 @@ def _confirm(tr: Tracker, count: int = CONFIRM) -> None:
                 for i, new in enumerate(looks) if new and i not in failed]
     if not compared:
         return
-    mean, ms, new = max(compared, key=lambda t: t[0])
+    top_mean, ms, new = max(compared, key=lambda t: t[0])
+    tied = [t for t in compared if t[0] >= top_mean * (1 - tie)]
+    mean, ms, new = min(tied, key=lambda t: (_autotuned(t[1][0].config), -t[0]))
+    if mean < top_mean:
+        tr.note("tie_broken", {"autotuned_mean": top_mean, "chosen_mean": mean})
     start = tr.start
     if config_key(ms[0].config) == config_key(start.config):
         best = start

@@ -189,6 +189,30 @@ def test_a_walk_that_converged_early_races_its_candidates_round_by_round():
     assert extra["best_mean"] == pytest.approx(94)
 
 
+def test_on_a_tie_the_race_keeps_the_config_that_hands_fewer_knobs_to_autotune():
+    from intune_flow.search.intune import _confirm
+    from intune_flow.search.tracker import Tracker
+
+    def race(looks, tie):
+        env = ScriptedEnv(looks)
+        tr = Tracker(env, "intune", budget_s=1e9, max_steps=5, progress=lambda ev: None)
+        tr.measure({"map": 1}, start=True)
+        for c in (8, -1):
+            tr.measure({"map": c})
+        _confirm(tr, 2, tie=tie)
+        return tr.best.config["map"], tr.outcome().extra
+
+    # AUTOTUNE (-1) wins its new look by 2.5%: within a 5% tie, the set value is kept...
+    looks = {1: [10], 8: [100, 97.5], -1: [101, 100]}
+    chosen, extra = race(looks, tie=0.05)
+    assert chosen == 8 and extra["best_mean"] == 97.5
+    assert extra["tie_broken"] == {"autotuned_mean": 100, "chosen_mean": 97.5}
+    # ...without a tie rule, or beyond it, the higher mean wins.
+    assert race(looks, tie=0.0)[0] == -1
+    chosen, extra = race({1: [10], 8: [100, 90], -1: [101, 100]}, tie=0.05)
+    assert chosen == -1 and "tie_broken" not in extra
+
+
 def test_a_candidate_whose_second_look_fails_is_out_of_the_race():
     looks = {1: [10], 2: [100, -1], 3: [80, 80]}
     tr, env = _race(looks, steps=100, count=2)
