@@ -158,6 +158,12 @@ class Pipeline:
             return cls(_import_ref(ref), factory_kwargs, ref=ref.strip())
         return cls(ref, factory_kwargs)
 
+    def check_complete(self) -> None:
+        """Raise :class:`PipelineError` unless the factory can be called with the knobs and the
+        keyword arguments it is bound to (a required argument missing, no parameter for the
+        knobs): every build would fail the same way, so there is nothing to fall back to."""
+        _check_complete(self.factory, self.kwargs, self.name)
+
     @property
     def name(self) -> str:
         """The ``"module:function"`` reference, or for a factory that has none (defined in
@@ -564,6 +570,26 @@ def _check_kwargs(factory: Callable, kwargs: Mapping[str, Any], name: str) -> No
         from .reference import unknown_arguments
 
         raise PipelineError(unknown_arguments(name, unknown, takes))
+
+
+def _check_complete(factory: Callable, kwargs: Mapping[str, Any], name: str) -> None:
+    try:
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):   # a builtin or an object without a signature
+        return
+    params = list(sig.parameters.values())
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                  inspect.Parameter.VAR_POSITIONAL)
+    if not params or params[0].kind not in positional:
+        raise PipelineError(f"pipeline factory {name} takes no positional argument for the "
+                            "knobs: a factory takes them first, def my_pipeline(knobs, ...), "
+                            "and declares its knobs with them (knobs.parallelism('map', ...))")
+    missing = [p.name for p in params[1:] if p.default is p.empty and p.name not in kwargs
+               and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if missing:
+        raise PipelineError(f"pipeline factory {name} needs argument(s) {missing} that were "
+                            "not given: pass them in pipeline_kwargs (--arg name=value on the "
+                            "command line), or give them defaults in the factory")
 
 
 def _qualname_of(factory) -> str | None:

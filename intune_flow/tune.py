@@ -119,6 +119,7 @@ def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
     cpu, ram = options.budgets()
     cache = get_cache(options.cache, s3_client=options.s3_client)
     pipe = Pipeline.load(options.pipeline, **options.pipeline_kwargs)
+    pipe.check_complete()
 
     def make_env(**kw):
         return PipelineEnv(pipe, cpu_budget=cpu, ram_budget=ram, **kw)

@@ -93,7 +93,8 @@ def _intune(tr: Tracker, env, rng, *, policy_state, seed, continuous, learn,
             if env.cpu_budget != cores:
                 cores = _reallocate(tr, env, walk, cores)
             obs, mask = _observe(tr, walk, allow_stop=walk.since_improvement >= STOP_AFTER)
-            ending = _reached(tr, reserve)
+            # The first step is the budget's promise (Tracker): the end's reserve comes after.
+            ending = _reached(tr, reserve) and tr.steps > 0
             action, end = _act(agent, walk, obs, mask, ending=ending, variant=variant, rng=rng)
             if end is not None:
                 if not continuous:

@@ -139,3 +139,22 @@ def test_parsing_imports_neither_tensorflow_nor_torch():
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _needs_files(knobs, files, batch_size=64):
+    raise AssertionError("never built: the arguments are checked first")
+
+
+def _no_knobs():
+    raise AssertionError("never built: the arguments are checked first")
+
+
+def test_a_factory_that_cannot_be_called_with_its_arguments_raises_before_tuning():
+    from intune_flow import tune
+    # Every build would fail the same way, so there is nothing to fall back to.
+    with pytest.raises(PipelineError, match=r"needs argument\(s\) \['files'\] that were not "
+                                            r"given: pass them in pipeline_kwargs"):
+        tune(_needs_files, budget_s=5, cache="memory://args")
+    with pytest.raises(PipelineError, match=r"takes no positional argument for the knobs: a "
+                                            r"factory takes them first"):
+        tune(_no_knobs, budget_s=5, cache="memory://args")

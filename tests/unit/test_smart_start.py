@@ -521,3 +521,15 @@ def test_a_round_that_leaves_its_grown_stage_idle_hands_over_to_the_scaling():
     assert seen[2]["map"] > 3 and seen[2]["read"] == 1       # round 2: lost, map idle
     assert seen[3] == scaled(SPACE, seen[1], SCALE_FACTOR)   # not {**seen[2], "pool": 1}
     assert out.best.config["read"] >= 4
+
+
+def test_a_short_search_from_a_config_the_jumps_leave_alone_still_takes_a_step():
+    # A warm start's refine searches a quarter of the budget from the cached config: the
+    # measurements it keeps for the end must not eat the one step the budget promises.
+    from intune_flow.search import run_search
+    for i in range(6):
+        env = SimEnv(sample_pipeline("test", i, cores=8), seed=i, signals=False)
+        top = {k.name: k.max for k in env.space.knobs}
+        cost = env.build_s + env.window_s
+        out = run_search(env, "intune", start=top, budget_s=3.5 * cost, progress=False)
+        assert out.steps >= 1, (i, [m.config for m in out.history])
