@@ -184,6 +184,20 @@ def test_fallback_when_every_probe_fails(cache_dir):
              strict=True, **FAST)
 
 
+def filtered_empty(knobs):
+    """A filter that keeps nothing: the pipeline is empty whatever its knobs."""
+    ds = tf.data.Dataset.range(1000).filter(lambda i: i < 0)
+    ds = ds.map(lambda i: i * 2, num_parallel_calls=knobs.parallelism("work", max=8))
+    return ds.prefetch(knobs.buffer("prefetch", max=8))
+
+
+def test_an_empty_pipeline_falls_back_after_one_probe(cache_dir):
+    result = tune("tests.test_tune:filtered_empty", budget_s=30, cache=cache_dir, **FAST)
+    assert result.source == "fallback" and "yielded no elements" in result.reason
+    # No config changes what the data holds: the search stops at its start.
+    assert [m.status for m in result.history] == ["empty"]
+
+
 # -- progress off a terminal ------------------------------------------------------------------
 _PROGRESS_SCRIPT = """
 from intune_flow import tune

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..env import has_native_autotune
+from ..measurement import STATUS_EMPTY
 from .baselines import BASELINES, RULES
 from .intune import VARIANTS, intune, load_policy
 from .tracker import BudgetSpent, SearchOutcome, Tracker
@@ -24,7 +25,8 @@ def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.
     budget; a start given keeps its AUTOTUNE values where the framework has its own
     tuner, as a cached hybrid config does) is measured first; the outcome's ``best``
     is the best measured config and never worse than the start. A config that OOMs, errors or times
-    out is abandoned and penalized. ``max_steps`` caps measurements after the
+    out is abandoned and penalized; a start that reads the pipeline empty ends the search
+    (stopped ``"error"``): no config changes what the data holds. ``max_steps`` caps measurements after the
     start. ``continuous=True`` (intune) keeps tuning until the budget is spent
     and re-allocates when ``env.cpu_budget`` changes. ``extra`` holds the method's
     notes (``autotune_rounds``; intune's ``final_cores``, ``rebased_at``, ``best_mean``,
@@ -51,6 +53,11 @@ def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.
     tr.emit("start", None, config=dict(start), budget_s=float(budget_s))
     tr.measure(start, start=True)
     state = None
+    if tr.start.status == STATUS_EMPTY:
+        # The data ran out, which no allocation of threads or buffers changes: every probe
+        # would read the same, and the budget would go to confirming it.
+        tr.stop("error")
+        return tr.outcome(policy_state=state)
     try:
         if method == "intune":
             state = intune(tr, env, rng, policy_state=policy_state, seed=seed,
