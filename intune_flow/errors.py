@@ -18,6 +18,12 @@ class PipelineError(ConfigurationError):
     """The pipeline factory could not be loaded, built or iterated."""
 
 
+class FactoryError(PipelineError):
+    """The factory is written or called so that no build can succeed (it returns no dataset,
+    it cannot be called with the knobs and its arguments): ``tune()`` raises it rather than
+    fall back to defaults that would fail the same way."""
+
+
 class KnobError(ConfigurationError):
     """A knob declaration or a config is invalid."""
 

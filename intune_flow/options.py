@@ -198,7 +198,7 @@ class TuneOptions:
 
     def budgets(self) -> tuple[float, int]:
         """(cpu_budget, ram_budget) for this machine: the defaults filled in, and a budget
-        that this machine cannot give refused with the fix."""
+        (or local workers) that this machine cannot give refused with the fix."""
         from .resources import current_rss, default_ram_budget, machine_ram, usable_cpus
 
         usable = usable_cpus()
@@ -207,6 +207,14 @@ class TuneOptions:
             raise OptionsError(f"cpu_budget={cpu:g} is more than the {usable:g} cores this "
                                f"process may use (CPU affinity / cgroup quota); pass at most "
                                f"{usable:g} or leave it None")
+        if isinstance(self.workers, str):
+            from .scaleout.pools.spec import parse_pool_spec
+
+            pool = parse_pool_spec(self.workers)
+            if pool.kind == "local":
+                from .scaleout.pools.local import check_fits
+
+                check_fits(pool.max_workers, pool.cores_per_worker, pool.ram_per_worker)
         if self.ram_budget is None:
             return cpu, default_ram_budget()
         ram, rss, total = int(self.ram_budget), current_rss(), machine_ram()

@@ -24,7 +24,7 @@ from . import adapters
 from .adapters.protocol import Adapter
 from .adapters.torch_loader import searching_past_the_cores
 from .bounded import Hung, call_bounded, run_bounded
-from .errors import KnobError, PipelineError, describe_error, near_misses
+from .errors import FactoryError, KnobError, PipelineError, describe_error, near_misses
 from .knobs import AUTOTUNE, Knobs, KnobSpace
 
 log = logging.getLogger(__name__)
@@ -159,7 +159,7 @@ class Pipeline:
         return cls(ref, factory_kwargs)
 
     def check_complete(self) -> None:
-        """Raise :class:`PipelineError` unless the factory can be called with the knobs and the
+        """Raise :class:`FactoryError` unless the factory can be called with the knobs and the
         keyword arguments it is bound to (a required argument missing, no parameter for the
         knobs): every build would fail the same way, so there is nothing to fall back to."""
         _check_complete(self.factory, self.kwargs, self.name)
@@ -209,7 +209,7 @@ class Pipeline:
         adapter = adapters.adapter_for(ds)
         if adapter is None:
             kind = f"{type(ds).__module__}.{type(ds).__qualname__}"
-            raise PipelineError(
+            raise FactoryError(
                 f"pipeline factory {self.name} returned {kind}, which is not a dataset; "
                 f"return a {adapters.SUPPORTED}")
         return ds, adapter
@@ -581,13 +581,13 @@ def _check_complete(factory: Callable, kwargs: Mapping[str, Any], name: str) -> 
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                   inspect.Parameter.VAR_POSITIONAL)
     if not params or params[0].kind not in positional:
-        raise PipelineError(f"pipeline factory {name} takes no positional argument for the "
+        raise FactoryError(f"pipeline factory {name} takes no positional argument for the "
                             "knobs: a factory takes them first, def my_pipeline(knobs, ...), "
                             "and declares its knobs with them (knobs.parallelism('map', ...))")
     missing = [p.name for p in params[1:] if p.default is p.empty and p.name not in kwargs
                and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     if missing:
-        raise PipelineError(f"pipeline factory {name} needs argument(s) {missing} that were "
+        raise FactoryError(f"pipeline factory {name} needs argument(s) {missing} that were "
                             "not given: pass them in pipeline_kwargs (--arg name=value on the "
                             "command line), or give them defaults in the factory")
 

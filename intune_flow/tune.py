@@ -34,7 +34,7 @@ from .cache.outage import publish_fallback
 from .cache.records import (Lookup, Record, hardware_info, read, summarize_history,
                             transfer_candidates, write_best)
 from .cache.session import CacheSession
-from .errors import KnobError, TuningError, describe_error
+from .errors import FactoryError, KnobError, TuningError, describe_error
 from .agent.moves import BUSY_CPU
 from .knobs import at_their_max
 from .measurement import Measurement
@@ -181,8 +181,8 @@ class TuningRun:
         except TuningError:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure: fall back (or raise when strict)
-            if isinstance(exc, KnobError) and self.description is None:
-                raise   # the factory declares its knobs wrongly: not even defaults would build
+            if isinstance(exc, (KnobError, FactoryError)) and self.description is None:
+                raise   # the factory is written wrongly: not even defaults would build
             if self.options.strict:
                 raise TuningError(f"tuning {self.pipeline.name} failed: "
                                   f"{describe_error(exc)}") from exc

@@ -124,6 +124,13 @@ def test_a_factory_that_declares_its_knobs_wrongly_raises_instead_of_falling_bac
     # Nothing could build, not even the defaults to fall back to: the message says what to fix.
     with pytest.raises(IntuneError, match=r"min \(8\) is greater than max \(4\); swap them"):
         tune("tests.test_tune:badly_declared", budget_s=2, cache=cache_dir, **FAST)
+    # The same for a factory that returns no dataset: build() would hand training a list.
+    with pytest.raises(PipelineError, match=r"returned builtins.list, which is not a dataset"):
+        tune(returns_a_list, budget_s=2, cache=cache_dir, **FAST)
+
+
+def returns_a_list(knobs):
+    return [1, 2, 3] * knobs.parallelism("x", max=4)
 
 
 def test_bad_pipeline_reference_raises():

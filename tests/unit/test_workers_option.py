@@ -89,6 +89,19 @@ def test_ram_per_worker_beyond_the_machine_is_refused_for_local_workers():
         LocalProcessPool(1, ram_per_worker="lots")
 
 
+def test_local_workers_this_machine_cannot_hold_are_refused_by_tune_before_tuning():
+    # Raised before the fallback point: no search would ever run them.
+    from intune_flow import tune
+    from intune_flow.resources import usable_cpus
+
+    with pytest.raises(OptionsError, match="more than this machine's"):
+        tune(REF, workers="local:2x1:4TiB", budget_s=5, cache="memory://fits")
+    wide = int(usable_cpus()) + 1
+    with pytest.raises(OptionsError, match=rf"a local worker of {wide} cores is more than "
+                                           rf"the {wide - 1} cores"):
+        tune(REF, workers=f"local:2x{wide}", budget_s=5, cache="memory://fits")
+
+
 def test_the_worker_class_in_cache_keys_carries_the_ram_per_worker():
     from intune_flow.scaleout.pools import parse_pool_spec
     from intune_flow.scaleout.run import worker_class

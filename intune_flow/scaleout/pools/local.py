@@ -16,6 +16,31 @@ from ...errors import OptionsError, WorkerPoolError
 from .base import WorkerInfo, WorkerPool, cpu_share
 
 
+def check_fits(max_workers: int, cores_per_worker: int, ram_per_worker: int | None) -> None:
+    """Raise :class:`OptionsError` for local workers this machine cannot hold: one worker
+    pinned to more cores than this process may use, or RAM budgets that add up past the
+    machine's (workers sharing cores is allowed: they take turns)."""
+    from ...resources import machine_ram, usable_cpus
+
+    usable = int(usable_cpus())
+    spec = f"local:{max_workers}x{cores_per_worker}"
+    if cores_per_worker > usable:
+        raise OptionsError(
+            f"workers={spec!r}: a local worker of {cores_per_worker} cores is more than the "
+            f"{usable} cores this process may use (CPU affinity / cgroup quota); local workers "
+            f"run on this machine, so give at most {usable} per worker "
+            f"('local:{max_workers}x{usable}'), or use Ray workers on other machines "
+            f"('ray://HOST:PORT:{max_workers}x{cores_per_worker}')")
+    if ram_per_worker:
+        total = machine_ram()
+        if ram_per_worker * max_workers > total:
+            raise OptionsError(
+                f"ram_per_worker={ram_per_worker / 2**30:.1f} GiB x {max_workers} local "
+                f"workers is more than this machine's {total / 2**30:.1f} GiB; state less "
+                f"per worker (e.g. '{spec}:{max(1, int(total / max_workers / 2**30))}GiB') "
+                "or fewer workers")
+
+
 class LocalProcessPool(WorkerPool):
     """``max_workers`` ``WorkerServer`` subprocesses (``python -m intune_flow.scaleout.worker``)
     on 127.0.0.1, each pinned to ``cores_per_worker`` cores: the share of the lowest slot no
@@ -31,16 +56,7 @@ class LocalProcessPool(WorkerPool):
 
     def __init__(self, max_workers: int, cores_per_worker: int = 1, **kwargs):
         super().__init__(max_workers, cores_per_worker=cores_per_worker, **kwargs)
-        if self.ram_per_worker:
-            from ...resources import machine_ram
-
-            total = machine_ram()
-            if self.ram_per_worker * max_workers > total:
-                raise OptionsError(
-                    f"ram_per_worker={self.ram_per_worker / 2**30:.1f} GiB x {max_workers} local "
-                    f"workers is more than this machine's {total / 2**30:.1f} GiB; state less "
-                    f"per worker (e.g. 'local:{max_workers}x{cores_per_worker}:"
-                    f"{max(1, int(total / max_workers / 2**30))}GiB') or fewer workers")
+        check_fits(max_workers, cores_per_worker, self.ram_per_worker)
         self._dir: Path | None = None
 
     def worker_rss(self) -> int:
