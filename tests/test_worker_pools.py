@@ -236,6 +236,36 @@ def test_sigterm_of_the_process_stops_its_workers(tmp_path):
 
 
 @pytest.mark.slow
+def test_sigterm_ends_a_process_whose_main_thread_is_stuck_in_a_tf_data_read():
+    """No Python handler runs while the main thread waits in native code: the watcher
+    thread stops the workers and ends the process after the grace period."""
+    script = textwrap.dedent("""
+        import time
+        import tensorflow as tf
+        from intune_flow.scaleout.pools import LocalProcessPool, base
+        base.SIGTERM_GRACE_S = 1.0
+        with LocalProcessPool(max_workers=1, registration_timeout_s=%d) as pool:
+            pool.start(1)
+            stuck = tf.data.Dataset.range(1).map(
+                lambda x: tf.py_function(lambda v: time.sleep(600) or v, [x], tf.int64))
+            print("PIDS", pool.worker_info[0].pid, flush=True)
+            next(iter(stuck))      # the main thread waits in TensorFlow's C++
+    """ % REGISTER_S)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("PIDS"), line
+        worker = int(line.split()[1])
+        time.sleep(1)       # into the read
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 143
+        assert _gone([worker]) == []
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.slow
 def test_sigkill_of_the_parent_kills_its_workers():
     """PR_SET_PDEATHSIG: a parent killed with no chance to clean up takes its workers."""
     script = textwrap.dedent("""

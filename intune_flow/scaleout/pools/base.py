@@ -31,7 +31,10 @@ A :class:`WorkerPool` runs tf.data service workers (``WorkerServer``) for one tr
   until ``supervise(False)`` or ``stop()``. ``serve()`` turns it on while it serves.
 * ``SIGTERM``: while a pool runs, a ``SIGTERM`` whose handler is still the default is turned
   into ``SystemExit(143)`` in the main thread, so ``with`` blocks and ``finally`` clauses
-  stop the workers; a handler installed by someone else (Airflow, Metaflow) is left alone.
+  stop the workers; when the main thread is stuck in native code (a read waiting for a
+  worker that is gone) and has not exited ``SIGTERM_GRACE_S`` later, a watcher thread stops
+  the pools and ends the process with 143. A handler installed by someone else (Airflow,
+  Metaflow) is left alone.
 
 What the service guarantees when a worker dies (``docs/scaleout.md``): ``parallel_epochs``
 every surviving worker still produces its whole epoch (a replacement runs it again from the
@@ -398,6 +401,11 @@ _SIGTERM_LOCK = threading.Lock()
 _SIGTERM_INSTALLED = False
 
 
+#: How long a SIGTERM waits for the main thread to exit before the watcher stops the pools
+#: and ends the process itself (the main thread is then stuck in native code: a tf.data read).
+SIGTERM_GRACE_S = 10.0
+
+
 def _on_sigterm(signum, frame):
     """SIGTERM while pools run: raise in the main thread so ``with``/``finally`` stop them."""
     raise SystemExit(128 + signal.SIGTERM)
@@ -411,9 +419,40 @@ def _install_sigterm() -> None:
         try:
             if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
                 signal.signal(signal.SIGTERM, _on_sigterm)
+                _watch_sigterm()
             _SIGTERM_INSTALLED = True
         except (ValueError, OSError):   # not the main interpreter / thread
             pass
+
+
+def _watch_sigterm() -> None:
+    """Make the SIGTERM this module took over from the default end the process even while
+    the main thread is stuck in native code, where no Python handler runs (a read of a
+    tf.data service epoch that waits for a worker that is gone): a thread learns of the
+    signal through the wakeup fd and, when the process still runs ``SIGTERM_GRACE_S`` later,
+    stops the pools and exits with 143. Left out where someone else holds the wakeup fd (an
+    asyncio loop)."""
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    held = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    if held != -1:
+        signal.set_wakeup_fd(held)     # not ours to replace
+        os.close(read_fd)
+        os.close(write_fd)
+        return
+
+    def watch():
+        while True:
+            got = os.read(read_fd, 64)
+            if signal.SIGTERM in got:
+                break
+        time.sleep(SIGTERM_GRACE_S)
+        log.warning("SIGTERM: the main thread did not exit within %.0f s (stuck in native "
+                    "code); stopping the worker pools and exiting", SIGTERM_GRACE_S)
+        _stop_all()
+        os._exit(128 + signal.SIGTERM)
+
+    threading.Thread(target=watch, name="intune-flow-sigterm", daemon=True).start()
 
 
 @atexit.register
