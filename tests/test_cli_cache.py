@@ -122,3 +122,12 @@ def test_tune_cli(capsys, tmp_path):
     assert code == 0 and out.startswith("source") and "config" in out and "tuning" in out
     code, out, err = run(capsys, "tune", "tests.test_tune:tiny_pipeline", "--budget-s", "0")
     assert code == 2 and "budget_s" in err
+
+
+def test_ls_of_a_directory_that_does_not_exist_says_so(capsys, tmp_path):
+    code, out, _ = run(capsys, "cache", "ls", "--cache", str(tmp_path / "nope"))
+    assert code == 0 and "no such directory: check the path" in out
+    assert not (tmp_path / "nope").exists()          # looking creates nothing
+    (tmp_path / "empty").mkdir()
+    code, out, _ = run(capsys, "cache", "ls", "--cache", str(tmp_path / "empty"))
+    assert code == 0 and "no records in" in out and "no such directory" not in out

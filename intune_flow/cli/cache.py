@@ -122,7 +122,10 @@ def _ls(args) -> int:
             print(json.dumps(row))
         return 0
     if not entries:
-        print(f"no records in {cache.uri}")
+        root = getattr(cache, "root", None)
+        missing = root is not None and not root.exists()
+        print(f"no records in {cache.uri}" + (" (no such directory: check the path; tune() "
+                                              "creates it on its first write)" if missing else ""))
     else:
         rows = [("SCHEMA", "HARDWARE", "CONFIG", "THROUGHPUT", "AGE", "PIPELINE", "KEY")]
         for key, rec, problem in entries:

@@ -190,6 +190,8 @@ class ScaleOutRun(TuningRun):
                               start_config=first.config, start_throughput=first.delivered,
                               reason=reason, history=[m for _, m in env.probes])
         result.workers = k
+        if k == 0 and dict(config) == self.description.space.autotune():
+            result.vs_autotune = 1.0    # AUTOTUNE itself: its windows differ by noise only
         result.worker_pool = str(self.spec)
         result.cost_per_million = env.cost.per_million(k, pick.delivered, env.demand)
         result.cluster_history = [m.to_dict() for m in env.measurements]

@@ -127,3 +127,19 @@ def test_demand_is_a_rate_for_scale_out_on_every_surface():
     with pytest.raises(OptionsError, match="demand=1000.0 records/s applies to scale-out only; "
                                            "give workers= too"):
         TuneOptions.parse({"pipeline": REF, "demand": 1000})
+
+
+def test_a_local_ray_goes_under_a_short_ray_tmpdir_and_under_tmp_otherwise(monkeypatch,
+                                                                             tmp_path, caplog):
+    from intune_flow.scaleout.pools.ray import RAY_TEMP_BASE_MAX, ray_temp_base
+
+    monkeypatch.delenv("RAY_TMPDIR", raising=False)
+    assert ray_temp_base() == "/tmp"
+    long = tmp_path / ("x" * RAY_TEMP_BASE_MAX)
+    monkeypatch.setenv("RAY_TMPDIR", str(long))
+    assert ray_temp_base() == "/tmp" and "too long for Ray's socket paths" in caplog.text
+    assert not long.exists()
+    short = "/" + "r" * (RAY_TEMP_BASE_MAX - 1)      # never created: only its length matters
+    monkeypatch.setattr("os.makedirs", lambda path, exist_ok=False: None)
+    monkeypatch.setenv("RAY_TMPDIR", short)
+    assert ray_temp_base() == short

@@ -16,6 +16,27 @@ RAY_MISSING = ("Ray is not installed, and the 'ray' worker pool needs it. Fix: "
                "pip install 'intune-flow[ray]' (or use a local pool: workers='local:4').")
 
 
+#: The longest base for a local Ray's temp dir: Ray's socket paths under it (a session
+#: directory and ``sockets/plasma_store``) must stay below 107 characters.
+RAY_TEMP_BASE_MAX = 32
+
+
+def ray_temp_base() -> str:
+    """Where a local Ray's temp dir goes: ``RAY_TMPDIR`` (Ray's own variable) when set and
+    short enough for Ray's socket paths, else ``/tmp`` (with a warning naming the limit)."""
+    base = os.environ.get("RAY_TMPDIR")
+    if not base:
+        return "/tmp"
+    base = os.path.abspath(base)
+    if len(base) > RAY_TEMP_BASE_MAX:
+        log.warning("RAY_TMPDIR=%s is longer than %d characters, too long for Ray's socket "
+                    "paths under it; the local Ray's temp dir goes under /tmp (removed when "
+                    "the pool stops)", base, RAY_TEMP_BASE_MAX)
+        return "/tmp"
+    os.makedirs(base, exist_ok=True)
+    return base
+
+
 def import_ray():
     try:
         import ray
@@ -93,8 +114,7 @@ class RayPool(WorkerPool):
             return
         if self.address is None:
             os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-            # short: Ray's socket paths under it must stay below 107 characters
-            self._temp_dir = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+            self._temp_dir = tempfile.mkdtemp(prefix="ray", dir=ray_temp_base())
             cpus = self.num_cpus or max(os.cpu_count() or 1,
                                         self.max_workers * self.cores_per_worker)
             try:
