@@ -24,10 +24,10 @@ def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.
     The start config (default: the knobs' defaults, AUTOTUNE resolved to the CPU
     budget; a start given keeps its AUTOTUNE values where the framework has its own
     tuner, as a cached hybrid config does) is measured first; the outcome's ``best``
-    is the best measured config and never worse than the start. A config that OOMs, errors or times
-    out is abandoned and penalized; a start that reads the pipeline empty ends the search
-    (stopped ``"error"``): no config changes what the data holds. ``max_steps`` caps measurements after the
-    start. ``continuous=True`` (intune) keeps tuning until the budget is spent
+    is the best measured config and never worse than the start. A config that OOMs, errors
+    or times out is abandoned and penalized; a start that reads the pipeline empty ends the
+    search (stopped ``"error"``): no config changes what the data holds. ``max_steps`` caps
+    measurements after the start. ``continuous=True`` (intune) keeps tuning until the budget is spent
     and re-allocates when ``env.cpu_budget`` changes. ``extra`` holds the method's
     notes (``autotune_rounds``; intune's ``final_cores``, ``rebased_at``, ``best_mean``,
     ``best_looks``: see :class:`~intune_flow.search.tracker.Tracker`). ``variant`` switches

@@ -11,9 +11,9 @@ from ...errors import OptionsError
 
 SPEC_HELP = ("expected 'local:N' or 'local:NxC' (N local worker processes of C cores), "
              "'ray:N' or 'ray:NxC' (N Ray actors of C CPUs on a local Ray) or "
-             "'ray://HOST:PORT:N[xC]' (an existing Ray cluster), each optionally followed by ':SIZE', the RAM budget "
-             "of each worker written like ram_budget= (4GiB, 512MiB, bytes); for example "
-             "'local:4x1', 'ray:8x2' or 'local:4x1:2GiB'")
+             "'ray://HOST:PORT:N[xC]' (an existing Ray cluster), each optionally followed by "
+             "':SIZE', the RAM budget of each worker written like ram_budget= (4GiB, 512MiB, "
+             "bytes); for example 'local:4x1', 'ray:8x2' or 'local:4x1:2GiB'")
 
 _COUNT = r"(?P<n>\d+)(?:x(?P<c>\d+))?(?::(?P<ram>[0-9.]+[A-Za-z]*))?"
 _LOCAL = re.compile(rf"local:{_COUNT}")
