@@ -394,3 +394,8 @@ def test_unreachable_ray_cluster_is_a_clear_error():
     import ray
 
     assert not ray.is_initialized()
+    # ...and it leaves the process able to start a local Ray (a failed ray:// connect used to
+    # leave Ray's client mode on, which failed the next local start).
+    from ray._private import client_mode_hook
+
+    assert not client_mode_hook.is_client_mode_enabled

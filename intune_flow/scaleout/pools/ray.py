@@ -128,6 +128,12 @@ class RayPool(WorkerPool):
         try:
             ray.init(address=self.address, logging_level="ERROR", log_to_driver=False)
         except Exception as exc:  # noqa: BLE001 - ConnectionError, RuntimeError, grpc errors
+            # A failed ray:// connect leaves Ray's client mode on for the whole process, and a
+            # local Ray started later in it would then fail: shut that state down.
+            try:
+                ray.shutdown()
+            except Exception:  # noqa: BLE001 - best effort; the connect error is the news
+                pass
             raise WorkerPoolError(
                 f"could not connect to the Ray cluster at address={self.address!r}: "
                 f"{type(exc).__name__}: {str(exc).strip()[:300]}. Fix: check that the cluster "
