@@ -221,14 +221,21 @@ def test_sigterm_of_the_process_stops_its_workers(tmp_path):
             print("PIDS", pool.worker_info[0].pid, flush=True)
             time.sleep(600)
     """ % REGISTER_S)
+    _sigterm_stops_the_worker(script, settle_s=0, exit_within_s=30)
+
+
+def _sigterm_stops_the_worker(script: str, *, settle_s: float, exit_within_s: float) -> None:
+    """Run ``script`` (it prints "PIDS <worker pid>" once its pool runs), send it SIGTERM
+    ``settle_s`` later: it must exit with 143 and take its worker with it."""
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
         assert line.startswith("PIDS"), line
         worker = int(line.split()[1])
         assert psutil.pid_exists(worker)
+        time.sleep(settle_s)
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 143
+        assert proc.wait(timeout=exit_within_s) == 143
         assert _gone([worker]) == []
     finally:
         proc.kill()
@@ -251,18 +258,7 @@ def test_sigterm_ends_a_process_whose_main_thread_is_stuck_in_a_tf_data_read():
             print("PIDS", pool.worker_info[0].pid, flush=True)
             next(iter(stuck))      # the main thread waits in TensorFlow's C++
     """ % REGISTER_S)
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline()
-        assert line.startswith("PIDS"), line
-        worker = int(line.split()[1])
-        time.sleep(1)       # into the read
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 143
-        assert _gone([worker]) == []
-    finally:
-        proc.kill()
-        proc.wait()
+    _sigterm_stops_the_worker(script, settle_s=1, exit_within_s=60)   # 1 s: into the read
 
 
 @pytest.mark.slow
