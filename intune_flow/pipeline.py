@@ -558,11 +558,8 @@ def _check_kwargs(factory: Callable, kwargs: Mapping[str, Any], name: str) -> No
 
     A missing required argument is left to the build (it may come with ``build(**kw)``).
     """
-    try:
-        params = list(inspect.signature(factory).parameters.values())
-    except (TypeError, ValueError):   # a builtin or an object without a signature
-        return
-    if any(p.kind is p.VAR_KEYWORD for p in params):
+    params = _parameters(factory)
+    if params is None or any(p.kind is p.VAR_KEYWORD for p in params):
         return
     takes = [p.name for p in params[1:] if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     unknown = sorted(set(kwargs) - set(takes))
@@ -572,12 +569,18 @@ def _check_kwargs(factory: Callable, kwargs: Mapping[str, Any], name: str) -> No
         raise PipelineError(unknown_arguments(name, unknown, takes))
 
 
-def _check_complete(factory: Callable, kwargs: Mapping[str, Any], name: str) -> None:
+def _parameters(factory: Callable) -> list[inspect.Parameter] | None:
+    """The factory's parameters; None for a builtin or an object without a signature."""
     try:
-        sig = inspect.signature(factory)
-    except (TypeError, ValueError):   # a builtin or an object without a signature
+        return list(inspect.signature(factory).parameters.values())
+    except (TypeError, ValueError):
+        return None
+
+
+def _check_complete(factory: Callable, kwargs: Mapping[str, Any], name: str) -> None:
+    params = _parameters(factory)
+    if params is None:
         return
-    params = list(sig.parameters.values())
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                   inspect.Parameter.VAR_POSITIONAL)
     if not params or params[0].kind not in positional:

@@ -93,8 +93,7 @@ def _intune(tr: Tracker, env, rng, *, policy_state, seed, continuous, learn,
             if env.cpu_budget != cores:
                 cores = _reallocate(tr, env, walk, cores)
             obs, mask = _observe(tr, walk, allow_stop=walk.since_improvement >= STOP_AFTER)
-            # The first step is the budget's promise (Tracker): the end's reserve comes after.
-            ending = _reached(tr, reserve) and tr.steps > 0
+            ending = _reached(tr, reserve)
             action, end = _act(agent, walk, obs, mask, ending=ending, variant=variant, rng=rng)
             if end is not None:
                 if not continuous:
@@ -130,8 +129,9 @@ def _confirm_count(tr: Tracker) -> int:
 
 
 def _reached(tr: Tracker, reserve: float | None) -> bool:
-    """Whether one more measurement would leave fewer than ``reserve`` for the end."""
-    return reserve is not None and tr.measurements_left() < reserve + 1
+    """Whether one more measurement would leave fewer than ``reserve`` for the end; never
+    before the first step, which the budget promises (:class:`Tracker`)."""
+    return reserve is not None and tr.steps > 0 and tr.measurements_left() < reserve + 1
 
 
 def _warm_up(tr: Tracker, env, walk: Walk, heuristics: bool = True,
