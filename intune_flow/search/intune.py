@@ -275,6 +275,7 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0) -> None:
     run, so a config that handed knobs to it and won within the noise (``tie``, the walk's
     plateau) is no better measured, only less predictable, and the cache's warm-start
     probe checks a predictable config better. ``tie_broken`` is noted when the rule chose.
+    Where no race fits, the rule reads each config's best window (:func:`_tie_unraced`).
     """
     seen: dict[tuple, list] = {}
     for m in tr.history[tr.rebased_at:]:
@@ -284,6 +285,7 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0) -> None:
     count = int(min(count, left)) if left != float("inf") else count
     top = sorted(seen.values(), key=lambda ms: -max(x.throughput for x in ms))[:count]
     if len(top) < 2:
+        _tie_unraced(tr, seen.values(), tie)
         return
     rounds = int(min(CONFIRM_ROUNDS, max(1, left // len(top))))
     looks: list[list] = [[] for _ in top]
@@ -319,3 +321,19 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0) -> None:
     tr.set_best(best)
     tr.note("best_mean", mean)
     tr.note("best_looks", len(new))
+
+
+def _tie_unraced(tr: Tracker, seen, tie: float) -> None:
+    """The tie rule where no race fits: among the configs whose best window is within ``tie``
+    of the best one, the one with the fewest knobs at AUTOTUNE (one window each cannot
+    tell them apart either)."""
+    bests = [max(ms, key=lambda x: x.throughput) for ms in seen]
+    if not bests or tr.best is None or not tr.best.ok:
+        return
+    top = tr.best
+    tied = [m for m in bests if m.throughput >= top.throughput * (1 - tie)]
+    chosen = min(tied, key=lambda m: (_autotuned(m.config), -m.throughput), default=top)
+    if _autotuned(chosen.config) < _autotuned(top.config):
+        tr.set_best(chosen)
+        tr.note("tie_broken", {"autotuned_best": top.throughput,
+                               "chosen_best": chosen.throughput})

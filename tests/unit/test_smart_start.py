@@ -213,6 +213,28 @@ def test_on_a_tie_the_race_keeps_the_config_that_hands_fewer_knobs_to_autotune()
     assert chosen == -1 and "tie_broken" not in extra
 
 
+def test_where_no_race_fits_the_tie_rule_reads_the_best_windows():
+    from intune_flow.search.intune import _confirm
+    from intune_flow.search.tracker import Tracker
+
+    def unraced(looks, tie):
+        env = ScriptedEnv(looks)
+        tr = Tracker(env, "intune", budget_s=1e9, max_steps=3, progress=lambda ev: None)
+        tr.measure({"map": 1}, start=True)
+        for c in (8, -1, 4):
+            tr.measure({"map": c})
+        _confirm(tr, 2, tie=tie)             # no measurement left: no race
+        assert env.order == [1, 8, -1, 4]
+        return tr.best.config["map"], tr.outcome().extra
+
+    looks = {1: [10], 8: [98], -1: [101], 4: [99]}
+    chosen, extra = unraced(looks, tie=0.05)   # 8 and 4 tie AUTOTUNE: the higher one is kept
+    assert chosen == 4 and extra["tie_broken"] == {"autotuned_best": 101, "chosen_best": 99}
+    assert unraced(looks, tie=0.0)[0] == -1
+    chosen, extra = unraced({1: [10], 8: [90], -1: [101], 4: [80]}, tie=0.05)
+    assert chosen == -1 and "tie_broken" not in extra
+
+
 def test_a_candidate_whose_second_look_fails_is_out_of_the_race():
     looks = {1: [10], 2: [100, -1], 3: [80, 80]}
     tr, env = _race(looks, steps=100, count=2)
