@@ -97,6 +97,12 @@ def test_cold_scaleout_picks_workers_and_carries_every_measurement(cold):
     assert pick["workers"] == r.workers        # the cheapest measured window is the pick
     if first[0]["ran"]:
         assert any(s[1] > s[0] and s[2] > 0 for s in r.worker_startups)  # start-ups were timed
+    # Times AUTOTUNE: the pick over the job as written (K = 0, all AUTOTUNE), both delivered.
+    from intune_flow.pipeline import Pipeline
+    autotune = Pipeline.load(SLEEP).space.autotune()
+    job = next(m for m in r.cluster_history if m["workers"] == 0 and m["config"] == autotune)
+    assert r.autotune_throughput == job["delivered"]
+    assert r.vs_autotune == pytest.approx(r.throughput / job["delivered"])
     assert r.history and r.cache_key.endswith("+workers-local1c")
     back = TuneResult.from_dict(json.loads(json.dumps(r.to_dict())))
     assert (back.workers, back.worker_pool, back.config) == (r.workers, r.worker_pool, r.config)
@@ -260,6 +266,7 @@ def test_a_demand_the_trainer_meets_starts_no_worker_and_a_new_demand_searches_a
     assert r.source == "tuned", r.reason
     assert r.workers == 0 and r.scaleout_stages == [] and r.worker_startups == []
     assert {m["workers"] for m in r.cluster_history} == {0}
+    assert r.vs_autotune == 1.0          # the pick is the job as written: no noise ratio
     assert all(m["demand"] == 1000 for m in r.cluster_history)
     again = intune_flow.tune(HASH, workers="local:1x1", demand=1e9, budget_s=10,
                              cache=str(tmp_path), progress=False, seed=0)

@@ -64,6 +64,12 @@ def worker_class(spec: PoolSpec) -> str:
     return f"workers-{spec.kind}{spec.cores_per_worker}c{ram}"
 
 
+def _as_written(measurements, autotune: dict):
+    """The first window of the job as the user wrote it (no workers, all AUTOTUNE), or None."""
+    return next((m for m in measurements if m.ok and m.workers == 0 and m.delivered > 0
+                 and dict(m.config) == autotune), None)
+
+
 class ScaleOutRun(TuningRun):
     """One ``tune(..., workers=spec)``; ``pool_kwargs`` go to the pool
     (``registration_timeout_s=``, ...)."""
@@ -190,8 +196,12 @@ class ScaleOutRun(TuningRun):
                               start_config=first.config, start_throughput=first.delivered,
                               reason=reason, history=[m for _, m in env.probes])
         result.workers = k
-        if k == 0 and dict(config) == self.description.space.autotune():
-            result.vs_autotune = 1.0    # AUTOTUNE itself: its windows differ by noise only
+        job = _as_written(env.measurements, self.description.space.autotune())
+        if source != "cache" and job is not None:
+            # The pick against the job as written, both delivered to the trainer: the node
+            # searches' AUTOTUNE windows (standalone, on one node) are another figure.
+            result.autotune_throughput = job.delivered
+            result.vs_autotune = pick.delivered / job.delivered
         result.worker_pool = str(self.spec)
         result.cost_per_million = env.cost.per_million(k, pick.delivered, env.demand)
         result.cluster_history = [m.to_dict() for m in env.measurements]
