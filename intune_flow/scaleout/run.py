@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 
 NODE_SHARE = 0.2
 """Each node-level tuning (the trainer, then one worker) gets this share of the budget."""
+NODE_MIN_WINDOWS = 4
+"""... and at least this many windows: a shorter node search ends inside its smart start."""
 NODE_STEPS = 12
 """At most this many node-level measurements per node (the budget usually ends them first)."""
 
@@ -162,10 +164,10 @@ class ScaleOutRun(TuningRun):
 
         env, seed = self.cluster, self.options.seed
         t0 = env.clock()       # the budget counts from here: loading the policy is on it
-        node_budget = max(NODE_SHARE * budget_s, 2 * (env.window_s + env.warmup_s))
+        node_budget = max(NODE_SHARE * budget_s, NODE_MIN_WINDOWS * (env.window_s + env.warmup_s))
 
-        def node_tuner(cluster, k):
-            out = run_search(cluster.node_env(k), "intune", start=start, budget_s=node_budget,
+        def node_tuner(cluster, k, budget):
+            out = run_search(cluster.node_env(k), "intune", start=start, budget_s=budget,
                              max_steps=NODE_STEPS, seed=seed, progress=False)
             if out.best is None or not out.best.ok:
                 raise RuntimeError(f"no config measured on the {'trainer' if k == 0 else 'worker'}"

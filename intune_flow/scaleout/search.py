@@ -12,6 +12,8 @@ The InTuneX search is nested: the node level runs inside the cluster level.
 Steps 2 and 3 (the worker's start, then its tuning) each run only if their estimated
 cost fits what is left of the budget (``node_budget_s`` plus a window; the start-up
 estimate plus a window), as every move of step 4 does; each check is in ``walk.stages``.
+Where the first worker's tuning could not fit after the trainer's share, the trainer's
+search takes what the worker stages would not spend (:meth:`ScaleOut.trainer_budget`).
 4. The cluster agent (a DQN over K moves) walks K from the best so far until it
    stops or the budget ends; the pick is the best measured (K, config), and the
    env is left running it.
@@ -35,6 +37,9 @@ from .observation import MET, meets  # noqa: F401  (MET: re-exported)
 from .walk import ScaleWalk
 
 BUDGET_S = 1800.0
+CHECK_S = 0.1
+"""Clock seconds kept for a budget check itself, so a stage sized to what is left still fits
+when it is checked a moment later."""
 REDECIDE_DEMAND = 0.1
 """watch(): a demand change of more than this share triggers a new decision on K."""
 
@@ -68,12 +73,13 @@ def _outcome(method: str, walk: ScaleWalk, pick: ClusterMeasurement, t0: float) 
 class ScaleOut:
     """The InTuneX search on one cluster env; ``policy_state`` None uses the shipped policy.
 
-    ``node_tuner(env, k) -> (config, rate)`` is the node level (default: the node agent
-    through :func:`~intune_flow.scaleout.node.tune_node`), estimated to take
-    ``node_budget_s``; ``choose(obs, mask) -> action`` replaces the policy (pretraining
-    explores through it). The start-up estimate before one is measured is the env's
-    ``startup_guess_s`` (a pool's prior), else 60 s. The budget counts from the env clock's
-    ``t0`` (default: when the search starts).
+    ``node_tuner(env, k, budget_s) -> (config, rate)`` is the node level (default: the node
+    agent through :func:`~intune_flow.scaleout.node.tune_node`), given ``node_budget_s``
+    (the trainer more where no worker stage could follow it: :meth:`trainer_budget`);
+    ``choose(obs, mask) -> action`` replaces the policy (pretraining explores through it).
+    The start-up estimate before one is measured is the env's ``startup_guess_s`` (a pool's
+    prior), else 60 s. The budget counts from the env clock's ``t0`` (default: when the
+    search starts).
     """
 
     def __init__(self, env: ClusterEnv, objective: Objective = Objective(), *,
@@ -84,8 +90,8 @@ class ScaleOut:
         self.env, self.objective, self.budget_s, self.seed = env, objective, budget_s, seed
         self.t0 = t0
         self.node_budget_s = float(node_budget_s)
-        self.node_tuner = node_tuner or (lambda e, k: tune_node(e, k, policy_state=node_policy,
-                                                                seed=seed))
+        self.node_tuner = node_tuner or (lambda e, k, b: tune_node(
+            e, k, budget_s=b, policy_state=node_policy, seed=seed))
         if choose is None:
             from .dqn import ScaleDQN
             from .policy_io import load_cluster_policy
@@ -115,11 +121,12 @@ class ScaleOut:
         if meets(walk.best):
             return walk
 
-        def tuning():   # node tuning (it may pass its budget by one measurement), a window
-            return self.node_budget_s + 2 * walk.window_cost()
+        def tuning(budget=self.node_budget_s):   # it may pass its budget by one measurement
+            return budget + 2 * walk.window_cost()
 
-        if walk.affords("tune the trainer", tuning()):
-            self.configs[0], _ = self.node_tuner(env, 0)
+        trainer = self.trainer_budget(walk, tuning())
+        if walk.affords("tune the trainer", tuning(trainer)):
+            self.configs[0], _ = self.node_tuner(env, 0, trainer)
             walk.go(0)
             if meets(walk.best):
                 return walk
@@ -127,10 +134,26 @@ class ScaleOut:
             seconds = env.set_workers(1)
             walk.startups.append(seconds)
             if walk.affords("tune the worker", tuning()):
-                self.configs[1], self.node_rate = self.node_tuner(env, 1)
+                self.configs[1], self.node_rate = self.node_tuner(env, 1, self.node_budget_s)
                 walk.node_rate = self.node_rate
             walk.go(1)
         return walk
+
+    def trainer_budget(self, walk: ScaleWalk, tuning_s: float) -> float:
+        """The trainer's node budget. ``node_budget_s`` where the first worker's start and its
+        tuning (``tuning_s`` each) fit after the trainer's; else the trainer also takes what
+        no worker stage would spend: all that is left less two windows (its re-measure at
+        K = 0, one window of slack) and ``CHECK_S`` where no worker start fits after it (or
+        no worker may run), and that less the start where only the worker's tuning does not
+        fit (the worker then runs the trainer's config)."""
+        left = walk.budget_s - walk.elapsed()
+        start = walk.move_cost(1)
+        if walk.cap >= 1 and 2 * tuning_s + start <= left:
+            return self.node_budget_s
+        keep = 2 * walk.window_cost() + CHECK_S
+        if walk.cap >= 1 and tuning_s + start <= left:
+            keep += start
+        return max(self.node_budget_s, left - keep)
 
     def decide(self, walk: ScaleWalk, on_step: Callable | None = None) -> ScaleWalk:
         """Step 4: the cluster agent's moves until it stops, the moves or the budget end."""

@@ -8,7 +8,7 @@ from intune_flow.agent.policy_io import PolicyError
 from intune_flow.scaleout.cost import Objective
 from intune_flow.scaleout.policy_io import (cluster_policy_from_bytes, load_cluster_policy,
                                             save_cluster_policy)
-from intune_flow.scaleout.search import ScaleOut, run_scaleout
+from intune_flow.scaleout.search import CHECK_S, ScaleOut, run_scaleout
 from intune_flow.sim.cluster_env import SimClusterEnv
 from tests.cluster_jobs import job_of, line_pipeline
 
@@ -71,3 +71,32 @@ def test_the_agent_re_decides_k_when_the_demand_doubles_and_when_workers_are_los
     assert grow["from_workers"] == 4 and grow["to_workers"] == 8
     assert restore["from_workers"] == 5 and restore["to_workers"] == 8
     assert env.workers() == 8
+
+
+def test_the_trainer_takes_the_budget_no_worker_stage_could_spend():
+    def stages(budget_s):
+        env = SimClusterEnv(JOB, seed=0)          # 10 s windows, 60 s start-up prior
+        search = ScaleOut(env, budget_s=budget_s, node_budget_s=20)
+        walk = search.start()
+        return {s["stage"]: s for s in walk.stages}, walk
+
+    # Room for everything: the trainer gets its share (20 s plus two windows), then a worker
+    # starts (70 s) and is tuned (40 s).
+    room, _ = stages(1800)
+    assert room["tune the trainer"]["cost_s"] == 40 and room["start the first worker"]["ran"]
+    assert room["tune the worker"]["ran"]
+    # 150 s: after K = 0 (10 s) the trainer's share and a start fit (110 s), the worker's
+    # tuning after them not; the trainer takes it: 140 - 70 - 20 - 0.1 = 49.9 s of search.
+    # (The start then took 24 s, not the 60 s prior, so the worker's tuning fitted after all.)
+    mid, walk = stages(150)
+    assert mid["tune the trainer"]["left_s"] == 140
+    assert mid["tune the trainer"]["cost_s"] == pytest.approx(140 - 70 - CHECK_S)
+    assert mid["start the first worker"]["ran"]
+    # 100 s: after the trainer's share no start fits either: all that is left less two
+    # windows (and the check's 0.1 s) goes to the trainer.
+    short, walk = stages(100)
+    trainer = short["tune the trainer"]
+    assert trainer["ran"] and trainer["left_s"] == 90
+    assert trainer["cost_s"] == pytest.approx(90 - CHECK_S)
+    assert not short["start the first worker"]["ran"] and walk.best.workers == 0
+    assert walk.elapsed() > 60                  # the node search spent it
