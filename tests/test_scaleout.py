@@ -327,9 +327,15 @@ def test_tune_on_a_local_ray_measures_a_ray_worker_and_leaves_no_ray_process(tmp
     assert r.worker_pool == "ray:1x1" and r.workers in (0, 1)
     assert r.cache_key.endswith("+workers-ray1c")
     assert set(r.config) == {"hash", "prefetch", "threadpool"}     # the per-worker config
-    assert {m["workers"] for m in r.cluster_history} >= {0, 1}      # a Ray worker measured
-    assert all(m["status"] == "ok" for m in r.cluster_history)
-    assert r.history and any(s[1] > s[0] for s in r.worker_startups)
+    # A Ray worker is measured when its start fitted what the budget had left (a loaded
+    # machine's slow windows can leave too little: the budget check then rightly skips it).
+    first = next(s for s in r.scaleout_stages if s["stage"] == "start the first worker")
+    if first["ran"]:
+        assert {m["workers"] for m in r.cluster_history} >= {0, 1}
+        assert any(s[1] > s[0] for s in r.worker_startups)
+    else:
+        assert first["cost_s"] > first["left_s"], first
+    assert all(m["status"] == "ok" for m in r.cluster_history) and r.history
     assert not ray.is_initialized()
     assert ray_dirs                                    # the pool started a Ray of its own
     assert _ray_processes_left(ray_dirs) == []         # no actor, raylet or GCS process

@@ -31,7 +31,10 @@ def test_continuous_mode_reallocates_when_affinity_shrinks():
             return m
 
         env.measure = measure
-        out = run_search(env, "intune", budget_s=45.0, continuous=True, seed=0, progress=False)
+        # counted measurements, not seconds: a loaded machine's slow windows cannot end
+        # the search inside the re-allocation
+        out = run_search(env, "intune", budget_s=600.0, max_steps=25, continuous=True, seed=0,
+                         progress=False)
     finally:
         os.sched_setaffinity(0, original)
     assert out.extra["final_cores"] == 1
