@@ -262,8 +262,9 @@ def test_sigterm_ends_a_process_whose_main_thread_is_stuck_in_a_tf_data_read():
 
 
 @pytest.mark.slow
-def test_sigkill_of_the_parent_kills_its_workers():
-    """PR_SET_PDEATHSIG: a parent killed with no chance to clean up takes its workers."""
+def test_sigkill_of_the_parent_kills_its_workers(tmp_path, monkeypatch):
+    """PR_SET_PDEATHSIG: a parent killed with no chance to clean up takes its workers; the
+    temp dir it could not remove goes when the next pool opens."""
     script = textwrap.dedent("""
         import sys, time
         from intune_flow.scaleout.pools import LocalProcessPool
@@ -273,7 +274,8 @@ def test_sigkill_of_the_parent_kills_its_workers():
         print("UP", flush=True)
         time.sleep(600)
     """ % REGISTER_S)
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(tmp_path)})
     try:
         assert proc.stdout.readline().startswith("UP")
         workers = [c.pid for c in psutil.Process(proc.pid).children()
@@ -285,6 +287,16 @@ def test_sigkill_of_the_parent_kills_its_workers():
     finally:
         proc.kill()
         proc.wait()
+    import tempfile
+    stale = list(tmp_path.glob(f"intune-workers-{proc.pid}-*"))
+    assert len(stale) == 1                      # SIGKILL left it
+    alive = tmp_path / f"intune-workers-{os.getpid()}-x"      # a running owner's: kept
+    alive.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with LocalProcessPool(max_workers=1):
+        assert not stale[0].exists() and alive.exists()
+        assert len(list(tmp_path.glob(f"intune-workers-{os.getpid()}-*"))) == 2   # its own
+    assert [p.name for p in tmp_path.glob("intune-workers-*")] == [alive.name]
 
 
 # -- the py_function check --------------------------------------------------------------------

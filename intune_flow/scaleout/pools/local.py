@@ -41,6 +41,37 @@ def check_fits(max_workers: int, cores_per_worker: int, ram_per_worker: int | No
                 "or fewer workers")
 
 
+DIR_PREFIX = "intune-workers-"
+"""A local pool's temp dir: ``intune-workers-<owner pid>-<random>``."""
+
+
+def remove_stale_dirs(base: Path) -> list[Path]:
+    """Remove the temp dirs of local pools whose owner process is gone (one killed by
+    ``SIGKILL`` could not remove its own; its workers died with it); returns them. Only
+    this user's dirs, and only where the owner pid no longer runs."""
+    removed = []
+    for path in base.glob(f"{DIR_PREFIX}*-*"):
+        pid = path.name[len(DIR_PREFIX):].split("-", 1)[0]
+        try:
+            if not pid.isdigit() or path.stat().st_uid != os.getuid() or _running(int(pid)):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class LocalProcessPool(WorkerPool):
     """``max_workers`` ``WorkerServer`` subprocesses (``python -m intune_flow.scaleout.worker``)
     on 127.0.0.1, each pinned to ``cores_per_worker`` cores: the share of the lowest slot no
@@ -49,7 +80,8 @@ class LocalProcessPool(WorkerPool):
     group and gets ``SIGKILL`` when the thread that started it dies (``PR_SET_PDEATHSIG``:
     start pools from a thread that outlives them, e.g. the main thread); ``stop`` sends
     ``SIGTERM`` to its group, waits ``stop_timeout_s``, then ``SIGKILL``. Logs and readiness
-    files live in a temp dir the pool removes on ``stop``."""
+    files live in a temp dir the pool removes on ``stop``; one left by a killed process is
+    removed when the next pool opens (:func:`remove_stale_dirs`)."""
 
     kind = "local"
     STARTUP_GUESS_S = 6.0    # a TensorFlow import and a registration on a quiet 2-core machine
@@ -63,7 +95,8 @@ class LocalProcessPool(WorkerPool):
         return self._local_rss()
 
     def _open_engine(self) -> None:
-        self._dir = Path(tempfile.mkdtemp(prefix="intune-workers-"))
+        remove_stale_dirs(Path(tempfile.gettempdir()))
+        self._dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-"))
 
     def _close_engine(self) -> None:
         if self._dir is not None:
