@@ -355,9 +355,9 @@ class TuningRun:
             # Caching the start would make the next run a hit on an untuned (or, after
             # drift, stale) config: say so and let the next run search.
             per = outcome.seconds / max(1, len(outcome.history))
-            msg = (f"the budget of this search ({outcome.seconds:.1f} s) held no step beyond "
-                   f"the start config (about {per:.1f} s per measurement), so the start config "
-                   f"is returned as it was and nothing was cached; give budget_s at least "
+            msg = (f"the budget of this search held no step beyond the start config (it took "
+                   f"{outcome.seconds:.1f} s, about {per:.1f} s per measurement), so the start "
+                   f"config is returned as it was and nothing was cached; give budget_s at least "
                    f"{self._enough(per, source):.0f} s, or a shorter window_s")
             log.warning(msg)
             result.warnings.append(msg)
