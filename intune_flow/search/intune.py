@@ -306,9 +306,8 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0) -> None:
                 for i, new in enumerate(looks) if new and i not in failed]
     if not compared:
         return
-    top_mean, ms, new = max(compared, key=lambda t: t[0])
-    tied = [t for t in compared if t[0] >= top_mean * (1 - tie)]
-    mean, ms, new = min(tied, key=lambda t: (_autotuned(t[1][0].config), -t[0]))
+    top_mean = max(t[0] for t in compared)
+    mean, ms, new = _fewest_autotuned(compared, lambda t: t[0], lambda t: t[1][0].config, tie)
     if mean < top_mean:
         tr.note("tie_broken", {"autotuned_mean": top_mean, "chosen_mean": mean})
     start = tr.start
@@ -324,16 +323,22 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0) -> None:
 
 
 def _tie_unraced(tr: Tracker, seen, tie: float) -> None:
-    """The tie rule where no race fits: among the configs whose best window is within ``tie``
-    of the best one, the one with the fewest knobs at AUTOTUNE (one window each cannot
-    tell them apart either)."""
-    bests = [max(ms, key=lambda x: x.throughput) for ms in seen]
-    if not bests or tr.best is None or not tr.best.ok:
-        return
+    """The tie rule where no race fits, on each config's best window (one window each
+    cannot tell them apart either)."""
     top = tr.best
-    tied = [m for m in bests if m.throughput >= top.throughput * (1 - tie)]
-    chosen = min(tied, key=lambda m: (_autotuned(m.config), -m.throughput), default=top)
-    if _autotuned(chosen.config) < _autotuned(top.config):
+    if top is None or not top.ok:
+        return
+    bests = [max(ms, key=lambda x: x.throughput) for ms in seen]
+    chosen = _fewest_autotuned([top, *bests], lambda m: m.throughput, lambda m: m.config, tie)
+    if chosen is not top:
         tr.set_best(chosen)
         tr.note("tie_broken", {"autotuned_best": top.throughput,
                                "chosen_best": chosen.throughput})
+
+
+def _fewest_autotuned(candidates: list, score, config, tie: float):
+    """The tie rule: among ``candidates`` whose ``score`` is within ``tie`` of the best one,
+    the one whose ``config`` has the fewest knobs at AUTOTUNE (then the higher score)."""
+    top = max(score(c) for c in candidates)
+    tied = [c for c in candidates if score(c) >= top * (1 - tie)]
+    return min(tied, key=lambda c: (_autotuned(config(c)), -score(c)))

@@ -12,6 +12,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 from ...errors import OptionsError, WorkerPoolError
 from .base import WorkerInfo, WorkerPool, cpu_share
 
@@ -53,23 +55,14 @@ def remove_stale_dirs(base: Path) -> list[Path]:
     for path in base.glob(f"{DIR_PREFIX}*-*"):
         pid = path.name[len(DIR_PREFIX):].split("-", 1)[0]
         try:
-            if not pid.isdigit() or path.stat().st_uid != os.getuid() or _running(int(pid)):
+            if (not pid.isdigit() or path.stat().st_uid != os.getuid()
+                    or psutil.pid_exists(int(pid))):
                 continue
         except OSError:
             continue
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
     return removed
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class LocalProcessPool(WorkerPool):
