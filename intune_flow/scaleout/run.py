@@ -167,8 +167,10 @@ class ScaleOutRun(TuningRun):
         node_budget = max(NODE_SHARE * budget_s, NODE_MIN_WINDOWS * (env.window_s + env.warmup_s))
 
         def node_tuner(cluster, k, budget):
+            # The walk's windows at this K (all-AUTOTUNE at K = 0) count as the search's own.
+            known = [m for workers, m in cluster.probes if workers == k]
             out = run_search(cluster.node_env(k), "intune", start=start, budget_s=budget,
-                             max_steps=NODE_STEPS, seed=seed, progress=False)
+                             max_steps=NODE_STEPS, seed=seed, progress=False, known=known)
             if out.best is None or not out.best.ok:
                 raise RuntimeError(f"no config measured on the {'trainer' if k == 0 else 'worker'}"
                                    f" ({out.best.status if out.best else 'nothing measured'})")

@@ -145,15 +145,18 @@ class ScaleOut:
         no worker stage would spend: all that is left less two windows (its re-measure at
         K = 0, one window of slack) and ``CHECK_S`` where no worker start fits after it (or
         no worker may run), and that less the start where only the worker's tuning does not
-        fit (the worker then runs the trainer's config)."""
+        fit (the worker then runs the trainer's config). Where not even ``node_budget_s``
+        fits, the trainer searches on what fits, at least one window: a short search still
+        leaves all-AUTOTUNE far behind on most pipelines, and nothing else would spend it."""
         left = walk.budget_s - walk.elapsed()
         start = walk.move_cost(1)
         if walk.cap >= 1 and 2 * tuning_s + start <= left:
             return self.node_budget_s
         keep = 2 * walk.window_cost() + CHECK_S
+        least = max(walk.window_cost(), min(self.node_budget_s, left - keep))
         if walk.cap >= 1 and tuning_s + start <= left:
             keep += start
-        return max(self.node_budget_s, left - keep)
+        return max(least, left - keep)
 
     def decide(self, walk: ScaleWalk, on_step: Callable | None = None) -> ScaleWalk:
         """Step 4: the cluster agent's moves until it stops, the moves or the budget end."""

@@ -18,7 +18,7 @@ SEARCHING = tuple(name for name in METHODS if BASELINES.get(name) not in RULES)
 def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.0,
                max_steps: int | None = None, policy_state=None, seed=None, progress=None,
                continuous: bool = False, learn: bool = True,
-               variant: str = "shipped") -> SearchOutcome:
+               variant: str = "shipped", known=()) -> SearchOutcome:
     """Search ``env`` for the best config with ``method`` within ``budget_s`` (env clock seconds).
 
     The start config (default: the knobs' defaults, AUTOTUNE resolved to the CPU
@@ -32,6 +32,8 @@ def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.
     notes (``autotune_rounds``; intune's ``final_cores``, ``rebased_at``, ``best_mean``,
     ``best_looks``: see :class:`~intune_flow.search.tracker.Tracker`). ``variant`` switches
     parts of intune off for ablations (:data:`~intune_flow.search.intune.VARIANTS`).
+    ``known``: measurements taken on ``env`` just before (a scale-out walk's window at
+    all-AUTOTUNE); intune reads its AUTOTUNE floor from them instead of measuring it again.
     """
     from ..errors import TuningError
     from ..progress import make_progress
@@ -45,7 +47,7 @@ def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.
     if method == "intune":
         policy_state = load_policy(policy_state)
         from ..agent import dqn  # noqa: F401  (imported off the clock too)
-    tr = Tracker(env, method, budget_s, max_steps, make_progress(progress))
+    tr = Tracker(env, method, budget_s, max_steps, make_progress(progress), known=known)
     given = start is not None
     start = env.space.validate(start if given else env.space.defaults())
     if not (given and has_native_autotune(env)):

@@ -190,8 +190,9 @@ def _measure_native_autotune(tr: Tracker, env) -> None:
 
     A short window can understate AUTOTUNE (it ramps up while running), so this is a
     floor, not a comparison; the walk does not start from it (its knobs have no value).
+    A ``known`` measurement of it is read instead (:meth:`Tracker.reuse`).
     """
-    if has_native_autotune(env):
+    if has_native_autotune(env) and tr.reuse(env.space.autotune()) is None:
         tr.measure(env.space.autotune())
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from ..agent.walk import config_key
 from ..measurement import STATUS_ERROR, Measurement
 
 
@@ -57,13 +58,18 @@ class Tracker:
     * :meth:`set_best` to another of its measurements (a re-measure chose it), and
       :meth:`rebase` when the machine changed and earlier results no longer count.
 
-    ``best`` and ``start`` are always measurements of this search, never made up.
+    * :meth:`reuse` a measurement handed in as ``known`` (taken on this env just before the
+      search) instead of measuring its config again.
+
+    ``best`` and ``start`` are always measurements of this search (or handed in as
+    ``known``), never made up.
     """
 
     __slots__ = ("env", "method", "budget_s", "max_steps", "progress", "t0", "_history",
-                 "_start", "_best", "_steps", "_stopped", "_notes", "_rebased_at")
+                 "_start", "_best", "_steps", "_stopped", "_notes", "_rebased_at", "_known")
 
-    def __init__(self, env, method: str, budget_s: float, max_steps: int | None, progress):
+    def __init__(self, env, method: str, budget_s: float, max_steps: int | None, progress,
+                 known=()):
         self.env, self.method = env, method
         self.budget_s = float(budget_s)
         self.max_steps = max_steps
@@ -76,6 +82,7 @@ class Tracker:
         self._stopped = "done"
         self._notes: dict = {}
         self._rebased_at = 0
+        self._known = {config_key(m.config): m for m in known if m.ok}
 
     @property
     def history(self) -> tuple[Measurement, ...]:
@@ -185,6 +192,17 @@ class Tracker:
         if best is None or (m.ok and (not best.ok or m.throughput > best.throughput)):
             self._best = m
         self.emit("measure", m)
+        return m
+
+    def reuse(self, config: Mapping[str, int]) -> Measurement | None:
+        """The ``known`` measurement of ``config`` (once), taken into the history as if
+        measured now but costing no step; None where there is none."""
+        m = self._known.pop(config_key(config), None)
+        if m is not None:
+            self._history.append(m)
+            if self._best is None or not self._best.ok or m.throughput > self._best.throughput:
+                self._best = m
+            self.emit("measure", m)
         return m
 
     def emit(self, event: str, m: Measurement | None = None, **kw) -> None:

@@ -127,6 +127,22 @@ def test_intune_on_a_native_sim_may_hand_knobs_to_autotune_and_keeps_what_it_mea
     assert seen >= 6      # at least the AUTOTUNE floor on each
 
 
+def test_a_known_autotune_window_is_read_as_the_floor_instead_of_measured_again():
+    """A scale-out walk measured all-AUTOTUNE on this env just before: the search takes that
+    window as its floor (in its history, no step spent) instead of a second one."""
+    env = SimEnv(sample_pipeline("test", 5, cores=8), seed=0, native_autotune=True)
+    floor = env.measure(env.space.autotune())
+    out = run_search(env, "intune", budget_s=1e9, max_steps=12, seed=0, progress=False,
+                     known=[floor])
+    assert out.history[1] is floor
+    assert out.steps == len(out.history) - 2
+    without = run_search(SimEnv(sample_pipeline("test", 5, cores=8), seed=0,
+                                native_autotune=True), "intune", budget_s=1e9, max_steps=12,
+                         seed=0, progress=False)
+    assert without.history[1].config == floor.config and without.history[1] is not floor
+    assert without.steps == len(without.history) - 1
+
+
 def test_a_start_given_keeps_its_autotune_values_where_the_framework_has_autotune():
     """A refine from a cached hybrid config starts from that config, not from its
     concretized copy; without a framework tuner (and for the default start) AUTOTUNE

@@ -100,3 +100,11 @@ def test_the_trainer_takes_the_budget_no_worker_stage_could_spend():
     assert trainer["cost_s"] == pytest.approx(90 - CHECK_S)
     assert not short["start the first worker"]["ran"] and walk.best.workers == 0
     assert walk.elapsed() > 60                  # the node search spent it
+    # 45 s: not even the trainer's share fits (20 s + two windows > 35 s left); it searches on
+    # what fits instead of leaving the budget unspent at all-AUTOTUNE.
+    tight, walk = stages(45)
+    trainer = tight["tune the trainer"]
+    assert trainer["ran"] and trainer["cost_s"] == pytest.approx(35 - CHECK_S)
+    assert walk.elapsed() <= 45
+    # 25 s: less than a window of search would fit: the trainer stage is skipped.
+    assert not stages(25)[0]["tune the trainer"]["ran"]
