@@ -90,13 +90,20 @@ def run_case(case, kwargs: dict, *, budgets, repeats: int, window_s: float,
         cache = tempfile.mkdtemp(prefix="intune-gen-cache-")
         try:
             t0 = time.perf_counter()
+            done = {}     # the search's "done" event: which end-of-search rule chose
+
+            def on_event(ev):
+                if ev["event"] == "done":
+                    done.update(ev)
+
             res = tune(case.factory, budget_s=budget, cache=cache, pipeline_kwargs=kwargs,
-                       ram_budget=ram(), seed=seed, progress=False)
+                       ram_budget=ram(), seed=seed, progress=on_event)
             picks[f"tune{budget:g}"] = {"config": dict(res.config), "source": res.source,
                                         "tuning_seconds": round(res.tuning_seconds, 1),
                                         "wall_seconds": round(time.perf_counter() - t0, 1),
                                         "measurements": len(res.history),
                                         "warnings": list(res.warnings),
+                                        "chosen_by": done.get("chosen_by"),
                                         "trace": _trace(res.history)}
             log(f"  tune {budget:g}s -> {res.config} ({res.tuning_seconds:.0f} s)")
         finally:

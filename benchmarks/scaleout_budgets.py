@@ -1,6 +1,6 @@
 """Scale-out at short budgets: ``tune(workers=...)`` vs ``tune()`` on the trainer, side by side.
 
-    python -m benchmarks.scaleout_budgets                          # B = 15, 20, 30, 60 s; 2 runs each
+    python -m benchmarks.scaleout_budgets                          # B = 10..60 s, 2 runs each
     python -m benchmarks.scaleout_budgets --budgets 20 --runs 1    # a quick look
     python -m benchmarks.scaleout_budgets --render                 # re-render from the JSON
 
@@ -39,7 +39,8 @@ def _tune(ref: str, method: str, budget_s: float, spec: str, seed: int) -> dict:
         wall = time.perf_counter() - t0
     return {"workers": result.workers, "config": dict(result.config), "source": result.source,
             "reason": result.reason, "tuning_seconds": round(result.tuning_seconds, 2),
-            "wall_seconds": round(wall, 2), "startups": len(result.worker_startups or [])}
+            "wall_seconds": round(wall, 2), "startups": len(result.worker_startups or []),
+            "stages": [s["stage"] for s in result.scaleout_stages if s["ran"]]}
 
 
 def run_pipeline(name: str, budgets, runs: int, max_workers: int, repeats: int,
@@ -156,7 +157,8 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m benchmarks.scaleout_budgets",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--budgets", default="15,20,30,60", help="budget_s values, comma-separated")
+    ap.add_argument("--budgets", default="10,15,20,30,60",
+                    help="budget_s values, comma-separated")
     ap.add_argument("--runs", type=int, default=2, help="cold tunes per method and budget")
     ap.add_argument("--max-workers", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)

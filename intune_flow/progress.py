@@ -5,7 +5,9 @@ the app has configured it, else plainly to stderr.
 
 Events are dicts with at least ``event`` ("start", "measure", "rebase", "done"),
 ``method``, ``step``, ``config``, ``throughput``, ``best`` and ``status``; "done" also
-carries ``best_mean`` and ``best_looks`` when the end-of-search re-measure chose the best.
+carries ``best_mean`` and ``best_looks`` when the end-of-search re-measure chose the best, and
+``chosen_by`` (the rule that chose it: ``"race"``, ``"best window"``, either with
+``", tie rule"``) where intune's end of search ran.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ def format_event(ev: dict) -> str:
         # the highest window of the steps above: say so, with what the looks averaged.
         looks = (f"; chosen on {ev['best_looks']} new look(s) averaging {ev['best_mean']:,.0f}/s"
                  if ev.get("best_looks") else "")
+        if str(ev.get("chosen_by", "")).endswith("tie rule"):
+            looks += ("; tie rule: a config within the noise of the best with fewer knobs "
+                      "at AUTOTUNE")
         return (f"[{ev['method']}] done after {ev['step']} steps, {ev.get('elapsed', 0):.1f}s: "
                 f"best {ev['best']:,.0f}/s ({ev.get('stopped', '')}{looks}) "
                 f"{_fmt_config(ev['config'])}")

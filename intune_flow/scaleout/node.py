@@ -14,10 +14,12 @@ NODE_BUDGET_S = 120.0
 
 
 def tune_node(env, k: int, *, steps: int = NODE_STEPS, budget_s: float = NODE_BUDGET_S,
-              policy_state=None, seed: int | None = 0, learn: bool = True) -> tuple[dict, float]:
-    """(config, measured standalone records/s) the node agent finds on ``env.node_env(k)``."""
+              policy_state=None, seed: int | None = 0, learn: bool = True,
+              start=None) -> tuple[dict, float]:
+    """(config, measured standalone records/s) the node agent finds on ``env.node_env(k)``,
+    searching from ``start`` (default: the knobs' defaults)."""
     from ..search import run_search
     node = env.node_env(k)
-    out = run_search(node, "intune", budget_s=budget_s, max_steps=steps, policy_state=policy_state,
-                     seed=seed, progress=False, learn=learn)
+    out = run_search(node, "intune", start=start, budget_s=budget_s, max_steps=steps,
+                     policy_state=policy_state, seed=seed, progress=False, learn=learn)
     return dict(out.best.config), float(out.best.throughput)

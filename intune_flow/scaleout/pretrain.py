@@ -73,7 +73,7 @@ def _needs_workers(pj: PoolJob) -> bool:
 
 def proxy_node_tuner(pj: PoolJob, rng: np.random.Generator, oracle_share: float):
     """The node level's stand-in: (oracle or AUTOTUNE config, its noisy standalone rate)."""
-    def tune(env, k, budget_s):
+    def tune(env, k, budget_s, start=None):
         p = node_pipeline(env.job, k)
         use_oracle = rng.random() < oracle_share
         cfg = (pj.trainer_cfg if k == 0 else pj.worker_cfg) if use_oracle else resolve(

@@ -166,7 +166,7 @@ class ScaleOutRun(TuningRun):
         t0 = env.clock()       # the budget counts from here: loading the policy is on it
         node_budget = max(NODE_SHARE * budget_s, NODE_MIN_WINDOWS * (env.window_s + env.warmup_s))
 
-        def node_tuner(cluster, k, budget):
+        def node_tuner(cluster, k, budget, start=start):
             # The walk's windows at this K (all-AUTOTUNE at K = 0) count as the search's own.
             known = [m for workers, m in cluster.probes if workers == k]
             out = run_search(cluster.node_env(k), "intune", start=start, budget_s=budget,

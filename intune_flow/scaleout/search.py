@@ -17,6 +17,10 @@ search takes what the worker stages would not spend (:meth:`ScaleOut.trainer_bud
 4. The cluster agent (a DQN over K moves) walks K from the best so far until it
    stops or the budget ends; the pick is the best measured (K, config), and the
    env is left running it.
+5. Where the pick is K = 0 (short of the demand) and the budget holds a node search of
+   ``REFINE_WINDOWS`` windows or more, the node agent searches the trainer again from the
+   pick's config with what is left (:meth:`ScaleOut.refine_trainer`): a worker start that
+   did not pay leaves budget the trainer's own search can still use.
 
 :meth:`ScaleOut.watch` keeps measuring afterwards and re-decides K when the
 demand changes (a different accelerator) or workers are lost.
@@ -42,6 +46,8 @@ CHECK_S = 0.1
 when it is checked a moment later."""
 REDECIDE_DEMAND = 0.1
 """watch(): a demand change of more than this share triggers a new decision on K."""
+REFINE_WINDOWS = 3
+"""Step 5 runs where the budget left holds a node search of at least this many windows."""
 
 
 @dataclass
@@ -73,9 +79,10 @@ def _outcome(method: str, walk: ScaleWalk, pick: ClusterMeasurement, t0: float) 
 class ScaleOut:
     """The InTuneX search on one cluster env; ``policy_state`` None uses the shipped policy.
 
-    ``node_tuner(env, k, budget_s) -> (config, rate)`` is the node level (default: the node
-    agent through :func:`~intune_flow.scaleout.node.tune_node`), given ``node_budget_s``
-    (the trainer more where no worker stage could follow it: :meth:`trainer_budget`);
+    ``node_tuner(env, k, budget_s, start=None) -> (config, rate)`` is the node level
+    (default: the node agent through :func:`~intune_flow.scaleout.node.tune_node`), given
+    ``node_budget_s`` (the trainer more where no worker stage could follow it:
+    :meth:`trainer_budget`; ``start``: the config to search from, step 5's);
     ``choose(obs, mask) -> action`` replaces the policy (pretraining explores through it).
     The start-up estimate before one is measured is the env's ``startup_guess_s`` (a pool's
     prior), else 60 s. The budget counts from the env clock's ``t0`` (default: when the
@@ -90,8 +97,8 @@ class ScaleOut:
         self.env, self.objective, self.budget_s, self.seed = env, objective, budget_s, seed
         self.t0 = t0
         self.node_budget_s = float(node_budget_s)
-        self.node_tuner = node_tuner or (lambda e, k, b: tune_node(
-            e, k, budget_s=b, policy_state=node_policy, seed=seed))
+        self.node_tuner = node_tuner or (lambda e, k, b, start=None: tune_node(
+            e, k, budget_s=b, policy_state=node_policy, seed=seed, start=start))
         if choose is None:
             from .dqn import ScaleDQN
             from .policy_io import load_cluster_policy
@@ -172,9 +179,27 @@ class ScaleOut:
                 break
         return walk
 
+    def refine_trainer(self, walk: ScaleWalk) -> None:
+        """Step 5: the pick is K = 0 short of the demand: the node agent searches the trainer
+        again from the pick's config, on what is left less two windows (K = 0 is measured
+        again, one window of slack), where that holds ``REFINE_WINDOWS`` windows."""
+        best, window = walk.best, walk.window_cost()
+        if best is None or not best.ok or best.workers != 0 or meets(best):
+            return
+        budget = walk.budget_s - walk.elapsed() - 2 * window - CHECK_S
+        if budget < REFINE_WINDOWS * window or not walk.affords("refine the trainer",
+                                                                budget + 2 * window):
+            return
+        self.env.set_workers(0)
+        config, _ = self.node_tuner(self.env, 0, budget, start=dict(best.config))
+        if config != dict(best.config):
+            self.configs[0] = config
+            walk.go(0)
+
     def search(self) -> ScaleOutcome:
         t0 = self.env.clock() if self.t0 is None else self.t0
         walk = self.decide(self.start())
+        self.refine_trainer(walk)
         walk.settle()
         self.outcome = _outcome("intunex", walk, walk.best, t0)
         return self.outcome

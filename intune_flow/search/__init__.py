@@ -28,10 +28,11 @@ def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.
     or times out is abandoned and penalized; a start that reads the pipeline empty ends the
     search (stopped ``"error"``): no config changes what the data holds. ``max_steps`` caps
     measurements after the start. ``continuous=True`` (intune) keeps tuning until the budget is spent
-    and re-allocates when ``env.cpu_budget`` changes. ``extra`` holds the method's
-    notes (``autotune_rounds``; intune's ``final_cores``, ``rebased_at``, ``best_mean``,
-    ``best_looks``: see :class:`~intune_flow.search.tracker.Tracker`). ``variant`` switches
-    parts of intune off for ablations (:data:`~intune_flow.search.intune.VARIANTS`).
+    and re-allocates when ``env.cpu_budget`` changes. ``extra`` holds the method's notes
+    (``autotune_rounds``; intune's ``final_cores``, ``rebased_at``, ``chosen_by``,
+    ``best_mean``, ``best_looks``: see :class:`~intune_flow.search.tracker.Tracker`).
+    ``variant`` switches parts of intune off for ablations
+    (:data:`~intune_flow.search.intune.VARIANTS`).
     ``known``: measurements taken on ``env`` just before (a scale-out walk's window at
     all-AUTOTUNE); intune reads its AUTOTUNE floor from them instead of measuring it again.
     """

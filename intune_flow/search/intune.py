@@ -277,6 +277,8 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0) -> None:
     plateau) is no better measured, only less predictable, and the cache's warm-start
     probe checks a predictable config better. ``tie_broken`` is noted when the rule chose.
     Where no race fits, the rule reads each config's best window (:func:`_tie_unraced`).
+    ``chosen_by`` notes which rule chose the best: ``"race"`` or ``"best window"``, each
+    with ``", tie rule"`` where the tie rule changed the choice.
     """
     seen: dict[tuple, list] = {}
     for m in tr.history[tr.rebased_at:]:
@@ -288,6 +290,7 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0) -> None:
     if len(top) < 2:
         _tie_unraced(tr, seen.values(), tie)
         return
+    tr.note("chosen_by", "best window")
     rounds = int(min(CONFIRM_ROUNDS, max(1, left // len(top))))
     looks: list[list] = [[] for _ in top]
     failed = set()
@@ -309,16 +312,14 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0) -> None:
         return
     top_mean = max(t[0] for t in compared)
     mean, ms, new = _fewest_autotuned(compared, lambda t: t[0], lambda t: t[1][0].config, tie)
+    start = tr.start
+    is_start = config_key(ms[0].config) == config_key(start.config)
+    if not is_start and start.ok and mean < start.throughput:
+        return
     if mean < top_mean:
         tr.note("tie_broken", {"autotuned_mean": top_mean, "chosen_mean": mean})
-    start = tr.start
-    if config_key(ms[0].config) == config_key(start.config):
-        best = start
-    elif start.ok and mean < start.throughput:
-        return
-    else:
-        best = max(ms, key=lambda x: x.throughput)
-    tr.set_best(best)
+    tr.note("chosen_by", "race, tie rule" if mean < top_mean else "race")
+    tr.set_best(start if is_start else max(ms, key=lambda x: x.throughput))
     tr.note("best_mean", mean)
     tr.note("best_looks", len(new))
 
@@ -331,10 +332,12 @@ def _tie_unraced(tr: Tracker, seen, tie: float) -> None:
         return
     bests = [max(ms, key=lambda x: x.throughput) for ms in seen]
     chosen = _fewest_autotuned([top, *bests], lambda m: m.throughput, lambda m: m.config, tie)
+    tr.note("chosen_by", "best window")
     if chosen is not top:
         tr.set_best(chosen)
         tr.note("tie_broken", {"autotuned_best": top.throughput,
                                "chosen_best": chosen.throughput})
+        tr.note("chosen_by", "best window, tie rule")
 
 
 def _fewest_autotuned(candidates: list, score, config, tie: float):

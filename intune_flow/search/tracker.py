@@ -54,7 +54,7 @@ class Tracker:
     * :meth:`stop` with a reason (one of ``STOP_REASONS``) when it ends on its own.
       The last reason wins: a measurement refused later still says ``"budget"``.
     * :meth:`note` a figure for ``SearchOutcome.extra`` (``autotune_rounds``,
-      ``rebased_at``, ``final_cores``, ``best_mean``, ``best_looks``).
+      ``rebased_at``, ``final_cores``, ``best_mean``, ``best_looks``, ``chosen_by``).
     * :meth:`set_best` to another of its measurements (a re-measure chose it), and
       :meth:`rebase` when the machine changed and earlier results no longer count.
 
@@ -215,7 +215,8 @@ class Tracker:
 
     def outcome(self, policy_state=None) -> SearchOutcome:
         """The search's result; its ``extra`` holds the notes."""
-        looks = {k: self._notes[k] for k in ("best_mean", "best_looks") if k in self._notes}
+        looks = {k: self._notes[k] for k in ("best_mean", "best_looks", "chosen_by")
+                 if k in self._notes}
         self.emit("done", self.best, stopped=self.stopped, **looks)
         return SearchOutcome(best=self.best, start=self.start, history=list(self._history),
                              policy_state=policy_state, steps=self.steps, seconds=self.elapsed(),

@@ -126,6 +126,10 @@ def test_the_done_line_says_when_the_end_of_search_looks_chose_the_best():
     line = format_event(done)
     assert f"chosen on {out.extra['best_looks']} new look(s)" in line
     assert f"{out.extra['best_mean']:,.0f}/s" in line
+    assert done["chosen_by"] == out.extra["chosen_by"] and done["chosen_by"].startswith("race")
+    assert ("tie rule:" in line) == done["chosen_by"].endswith("tie rule")
+    tied = format_event({**done, "chosen_by": "race, tie rule"})
+    assert "tie rule: a config within the noise of the best" in tied
     hill = []
     run_search(sim(1), "hillclimb", budget_s=15.0, progress=hill.append)
     assert "new look" not in format_event(hill[-1])

@@ -207,10 +207,11 @@ def test_on_a_tie_the_race_keeps_the_config_that_hands_fewer_knobs_to_autotune()
     chosen, extra = race(looks, tie=0.05)
     assert chosen == 8 and extra["best_mean"] == 97.5
     assert extra["tie_broken"] == {"autotuned_mean": 100, "chosen_mean": 97.5}
+    assert extra["chosen_by"] == "race, tie rule"
     # ...without a tie rule, or beyond it, the higher mean wins.
     assert race(looks, tie=0.0)[0] == -1
     chosen, extra = race({1: [10], 8: [100, 90], -1: [101, 100]}, tie=0.05)
-    assert chosen == -1 and "tie_broken" not in extra
+    assert chosen == -1 and "tie_broken" not in extra and extra["chosen_by"] == "race"
 
 
 def test_where_no_race_fits_the_tie_rule_reads_the_best_windows():
@@ -230,9 +231,10 @@ def test_where_no_race_fits_the_tie_rule_reads_the_best_windows():
     looks = {1: [10], 8: [98], -1: [101], 4: [99]}
     chosen, extra = unraced(looks, tie=0.05)   # 8 and 4 tie AUTOTUNE: the higher one is kept
     assert chosen == 4 and extra["tie_broken"] == {"autotuned_best": 101, "chosen_best": 99}
+    assert extra["chosen_by"] == "best window, tie rule"
     assert unraced(looks, tie=0.0)[0] == -1
     chosen, extra = unraced({1: [10], 8: [90], -1: [101], 4: [80]}, tie=0.05)
-    assert chosen == -1 and "tie_broken" not in extra
+    assert chosen == -1 and "tie_broken" not in extra and extra["chosen_by"] == "best window"
 
 
 def test_a_candidate_whose_second_look_fails_is_out_of_the_race():
