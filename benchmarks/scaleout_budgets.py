@@ -10,7 +10,8 @@ tunes (a fresh cache each) of ``tune(ref, workers="local:Nx1", budget_s=B)`` and
 ``tune(ref, budget_s=B)``, records each one's wall time against B, then measures every
 returned (K, config) and all-AUTOTUNE at K = 0 side by side on one pool (``--repeats``
 interleaved windows, grouped by K within a repeat so that workers start once per K and
-repeat). Writes benchmarks/results/scaleout_budgets.{json,md,png}.
+repeat). Writes benchmarks/results/scaleout_budgets.{json,md,png} and the marked block in
+docs/scaleout.md.
 """
 
 from __future__ import annotations
@@ -22,10 +23,22 @@ import tempfile
 import time
 from pathlib import Path
 
-from .common import RESULTS, machine, md_table, write_json
+from .common import RESULTS, machine, md_table, replace_block, write_json
 from .scaleout import PIPELINES, _env
 
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "scaleout.md"
+START, END = "<!-- bench:scaleout_budgets:start -->", "<!-- bench:scaleout_budgets:end -->"
 METHODS = {"scale-out": "tune(workers=...)", "single-node": "tune()"}
+STAGES = {"tune the trainer": "T", "start the first worker": "S", "tune the worker": "W",
+          "refine the trainer": "R", "restart the pick's workers": "P"}
+"""Short names of the stages in the table; a cluster agent's move reads "+K"."""
+
+
+def _stages(t: dict) -> str:
+    names = [STAGES.get(s, "+" + s.split()[1] if s.startswith("start ") else s)
+             for s in t.get("stages", [])]
+    return " ".join(names) or "-"
 
 
 def _tune(ref: str, method: str, budget_s: float, spec: str, seed: int) -> dict:
@@ -102,7 +115,10 @@ def render(data: dict) -> str:
     lines = [f"Measured on {m['usable_cpus']:g} usable cores ({m['cpu_model']}), {m['date']}, "
              f"with `{data['command']}`: cold tunes (a fresh cache each), then every returned "
              f"(K, config) and all-AUTOTUNE at K = 0 measured side by side, "
-             f"{data['repeats']} interleaved {data['window_s']:g} s windows each (median).", ""]
+             f"{data['repeats']} interleaved {data['window_s']:g} s windows each (median). "
+             "Stages that ran: T the trainer's search, S the first worker's start, W its "
+             "search, +n a cluster move starting n workers, R the trainer refined, P the "
+             "pick's workers started again (scale-out runs only).", ""]
     for name, res in data["results"].items():
         rows = []
         for budget in res["budgets"]:
@@ -110,13 +126,15 @@ def render(data: dict) -> str:
                 ts = [t for t in res["tunes"] if t["budget_s"] == budget and t["method"] == method]
                 rows.append([f"{budget:g} s", METHODS[method],
                              ", ".join(f"{t['wall_seconds']:.0f}" for t in ts),
+                             "; ".join(_stages(t) for t in ts) if method == "scale-out"
+                             else "-",
                              ", ".join(str(t["workers"]) for t in ts),
                              ", ".join(f"{t['delivered']:,.0f}" for t in ts),
                              ", ".join(f"{t['vs_autotune']:.1f}x" for t in ts)])
         lines += [f"**{name}** (`{res['pipeline']}`, pool `{res['pool']}`; all-AUTOTUNE at K = 0: "
                   f"{res['autotune']:,.0f} records/s):", "",
-                  md_table(["B", "method", "wall s (per run)", "K", "records/s", "x AUTOTUNE"],
-                           rows), ""]
+                  md_table(["B", "method", "wall s (per run)", "stages", "K", "records/s",
+                            "x AUTOTUNE"], rows), ""]
     return "\n".join(lines) + "\n"
 
 
@@ -145,11 +163,13 @@ def plot(data: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def write_outputs(data: dict, out_dir: Path = RESULTS) -> None:
+def write_outputs(data: dict, out_dir: Path = RESULTS, docs=(DOC,)) -> None:
     write_json("scaleout_budgets", data, out_dir)
-    (out_dir / "scaleout_budgets.md").write_text("# Scale-out at short budgets\n\n"
-                                                 + render(data))
+    block = render(data)
+    (out_dir / "scaleout_budgets.md").write_text("# Scale-out at short budgets\n\n" + block)
     plot(data, out_dir / "scaleout_budgets.png")
+    for path in docs:
+        replace_block(Path(path), START, END, block)
 
 
 def main(argv=None) -> int:
@@ -164,12 +184,14 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--window-s", type=float, default=2.0)
     ap.add_argument("--pipelines", default="sleep", help=f"comma-separated: {sorted(PIPELINES)}")
-    ap.add_argument("--out-dir", default=None, help="default benchmarks/results/")
+    ap.add_argument("--out-dir", default=None,
+                    help="default benchmarks/results/ (and the block in docs/scaleout.md)")
     ap.add_argument("--render", action="store_true", help="only re-render from the JSON")
     args = ap.parse_args(argv)
     out_dir = Path(args.out_dir) if args.out_dir else RESULTS
+    docs = (DOC,) if args.out_dir is None else ()
     if args.render:
-        write_outputs(json.loads((out_dir / "scaleout_budgets.json").read_text()), out_dir)
+        write_outputs(json.loads((out_dir / "scaleout_budgets.json").read_text()), out_dir, docs)
         return 0
     try:
         budgets = [float(b) for b in args.budgets.split(",") if b.strip()]
@@ -184,7 +206,7 @@ def main(argv=None) -> int:
     data = run(budgets, args.runs, args.max_workers, args.repeats, args.window_s, names)
     data["command"] = " ".join(["python -m benchmarks.scaleout_budgets",
                                 *(argv if argv is not None else sys.argv[1:])])
-    write_outputs(data, out_dir)
+    write_outputs(data, out_dir, docs)
     print(render(data))
     return 0
 

@@ -426,3 +426,34 @@ def test_the_scaleout_benchmark_renders_its_files_and_readme_block(tmp_path):
     assert "stale" not in block and "K=1 agent's config" in block and "| agent | 1 |" in block
     assert json.loads((tmp_path / "scaleout.json").read_text())["results"]["hash"]["best_k"] == 1
     assert (tmp_path / "scaleout.png").stat().st_size > 0
+
+
+def test_the_short_budget_benchmark_renders_each_run_and_refreshes_its_docs_block(tmp_path):
+    from benchmarks import scaleout_budgets as sb
+
+    def run(method, budget, wall, k, stages, label, rate):
+        return {"method": method, "budget_s": budget, "seed": 0, "workers": k, "config": {},
+                "wall_seconds": wall, "stages": stages, "label": label, "delivered": rate,
+                "vs_autotune": round(rate / 100.0, 2), "source": "tuned"}
+
+    tunes = [run("scale-out", 10, 9.6, 0, ["tune the trainer"], "p1", 400.0),
+             run("single-node", 10, 10.4, 0, [], "p2", 3000.0),
+             run("scale-out", 60, 58.0, 1, ["tune the trainer", "start the first worker",
+                                            "tune the worker", "start 1 worker(s)",
+                                            "refine the trainer"], "p3", 3100.0),
+             run("single-node", 60, 59.0, 0, [], "p2", 3000.0)]
+    data = {"machine": {"usable_cpus": 2, "cpu_model": "test", "date": "today"}, "repeats": 1,
+            "window_s": 1, "command": "python -m benchmarks.scaleout_budgets --runs 1",
+            "results": {"sleep": {"pipeline": sb.PIPELINES["sleep"], "pool": "local:2x1",
+                                  "budgets": [10, 60], "runs": 1, "tunes": tunes,
+                                  "autotune": 100.0, "windows": {}, "configs": {}}}}
+    doc = tmp_path / "scaleout.md"
+    doc.write_text(f"x\n{sb.START}\nstale\n{sb.END}\ny\n")
+    sb.write_outputs(data, tmp_path, docs=[doc])
+    text = doc.read_text()
+    assert "stale" not in text and text.startswith("x\n") and text.endswith("y\n")
+    assert "| 10 s | tune(workers=...) | 10 | T | 0 | 400 | 4.0x |" in text
+    assert "| 60 s | tune(workers=...) | 58 | T S W +1 R | 1 | 3,100 | 31.0x |" in text
+    assert "| 60 s | tune() | 59 | - | 0 | 3,000 | 30.0x |" in text
+    assert (tmp_path / "scaleout_budgets.png").stat().st_size > 0
+    assert json.loads((tmp_path / "scaleout_budgets.json").read_text())["results"]["sleep"]

@@ -161,9 +161,10 @@ class ScaleOutRun(TuningRun):
                   cold_seconds=None):
         """The cluster agent over K with the node agent nested, on the real pool."""
         from ..search import run_search
+        from ..search.intune import load_policy
 
         env, seed = self.cluster, self.options.seed
-        t0 = env.clock()       # the budget counts from here: loading the policy is on it
+        load_policy()          # off the clock, as in run_search; ScaleOut loads its own below
         node_budget = max(NODE_SHARE * budget_s, NODE_MIN_WINDOWS * (env.window_s + env.warmup_s))
 
         def node_tuner(cluster, k, budget, start=start):
@@ -177,9 +178,8 @@ class ScaleOutRun(TuningRun):
             return dict(out.best.config), float(out.best.throughput)
 
         self.scale = ScaleOut(env, Objective(), budget_s=budget_s, seed=seed,
-                              node_tuner=node_tuner, node_budget_s=node_budget,
-                              t0=t0)
-        outcome = self.scale.search()
+                              node_tuner=node_tuner, node_budget_s=node_budget)
+        outcome = self.scale.search()      # the budget counts from here
         pick = outcome.pick
         if not pick.ok or pick.delivered <= 0:
             raise RuntimeError(f"every scale-out measurement failed ({pick.status}: "

@@ -108,3 +108,27 @@ def test_the_trainer_takes_the_budget_no_worker_stage_could_spend():
     assert walk.elapsed() <= 45
     # 25 s: less than a window of search would fit: the trainer stage is skipped.
     assert not stages(25)[0]["tune the trainer"]["ran"]
+
+
+def test_a_pick_of_k0_spends_the_budget_left_refining_the_trainer_from_its_config():
+    from intune_flow.scaleout.cost import CostModel
+    from intune_flow.scaleout.node import tune_node
+
+    calls = []
+
+    def tuner(env, k, budget_s, start=None):
+        calls.append((k, start, budget_s))
+        return tune_node(env, k, budget_s=budget_s, start=start)
+
+    # Workers at ten times the trainer's price never pay: the pick is K = 0, and the walk
+    # leaves most of 900 s unspent.
+    dear = job_of(line_pipeline(), demand=4e5, noise=0.0, cost=CostModel(4.0, 40.0))
+    out = ScaleOut(SimClusterEnv(dear, seed=0), budget_s=900, node_tuner=tuner).search()
+    refine = next(s for s in out.stages if s["stage"] == "refine the trainer")
+    assert out.workers == 0 and refine["ran"]
+    k, start, budget = calls[-1]
+    assert k == 0 and start is not None and budget >= 3 * 10   # three 10 s windows at least
+    assert out.seconds <= 900
+    # A pick with workers is not refined on the trainer.
+    out = ScaleOut(SimClusterEnv(JOB, seed=0), budget_s=1800, node_tuner=tuner).search()
+    assert out.workers == 4 and "refine the trainer" not in {s["stage"] for s in out.stages}
