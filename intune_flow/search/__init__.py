@@ -33,8 +33,9 @@ def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.
     ``best_mean``, ``best_looks``: see :class:`~intune_flow.search.tracker.Tracker`).
     ``variant`` switches parts of intune off for ablations
     (:data:`~intune_flow.search.intune.VARIANTS`).
-    ``known``: measurements taken on ``env`` just before (a scale-out walk's window at
-    all-AUTOTUNE); intune reads its AUTOTUNE floor from them instead of measuring it again.
+    ``known``: measurements taken on ``env`` just before (a scale-out walk's windows); the
+    start and intune's AUTOTUNE floor are read from them where they hold those configs,
+    instead of measured again.
     """
     from ..errors import TuningError
     from ..progress import make_progress
@@ -54,7 +55,8 @@ def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.
     if not (given and has_native_autotune(env)):
         start = env.space.concretize(start, env.cpu_budget)
     tr.emit("start", None, config=dict(start), budget_s=float(budget_s))
-    tr.measure(start, start=True)
+    if tr.reuse(start, start=True) is None:
+        tr.measure(start, start=True)
     state = None
     if tr.start.status == STATUS_EMPTY:
         # The data ran out, which no allocation of threads or buffers changes: every probe

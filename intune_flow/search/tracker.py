@@ -194,12 +194,15 @@ class Tracker:
         self.emit("measure", m)
         return m
 
-    def reuse(self, config: Mapping[str, int]) -> Measurement | None:
+    def reuse(self, config: Mapping[str, int], *, start: bool = False) -> Measurement | None:
         """The ``known`` measurement of ``config`` (once), taken into the history as if
-        measured now but costing no step; None where there is none."""
+        measured now but costing no step (``start=True``: as the start); None where there
+        is none."""
         m = self._known.pop(config_key(config), None)
         if m is not None:
             self._history.append(m)
+            if start:
+                self._start = m
             if self._best is None or not self._best.ok or m.throughput > self._best.throughput:
                 self._best = m
             self.emit("measure", m)

@@ -141,6 +141,12 @@ def test_a_known_autotune_window_is_read_as_the_floor_instead_of_measured_again(
                          seed=0, progress=False)
     assert without.history[1].config == floor.config and without.history[1] is not floor
     assert without.steps == len(without.history) - 1
+    # A start it holds is read too (step 5 of a scale-out search refines from the pick).
+    tuned = env.measure(out.best.config)
+    again = run_search(env, "intune", start=dict(tuned.config), budget_s=1e9, max_steps=4,
+                       seed=0, progress=False, known=[floor, tuned])
+    assert again.start is tuned and again.history[0] is tuned and again.history[1] is floor
+    assert again.steps == len(again.history) - 2
 
 
 def test_a_start_given_keeps_its_autotune_values_where_the_framework_has_autotune():
