@@ -57,7 +57,6 @@ class Tracker:
       ``rebased_at``, ``final_cores``, ``best_mean``, ``best_looks``, ``chosen_by``).
     * :meth:`set_best` to another of its measurements (a re-measure chose it), and
       :meth:`rebase` when the machine changed and earlier results no longer count.
-
     * :meth:`reuse` a measurement handed in as ``known`` (taken on this env just before the
       search) instead of measuring its config again.
 
@@ -183,15 +182,9 @@ class Tracker:
             m = self.env.measure(dict(config))
         except Exception as exc:  # an env that raises: record, penalize, go on
             m = Measurement(config=dict(config), status=STATUS_ERROR, error=repr(exc))
-        self._history.append(m)
-        if start:
-            self._start = m
-        else:
+        if not start:
             self._steps += 1
-        best = self._best
-        if best is None or (m.ok and (not best.ok or m.throughput > best.throughput)):
-            self._best = m
-        self.emit("measure", m)
+        self._take(m, start)
         return m
 
     def reuse(self, config: Mapping[str, int], *, start: bool = False) -> Measurement | None:
@@ -200,13 +193,17 @@ class Tracker:
         is none."""
         m = self._known.pop(config_key(config), None)
         if m is not None:
-            self._history.append(m)
-            if start:
-                self._start = m
-            if self._best is None or not self._best.ok or m.throughput > self._best.throughput:
-                self._best = m
-            self.emit("measure", m)
+            self._take(m, start)
         return m
+
+    def _take(self, m: Measurement, start: bool) -> None:
+        self._history.append(m)
+        if start:
+            self._start = m
+        best = self._best
+        if best is None or (m.ok and (not best.ok or m.throughput > best.throughput)):
+            self._best = m
+        self.emit("measure", m)
 
     def emit(self, event: str, m: Measurement | None = None, **kw) -> None:
         best = self.best.throughput if self.best is not None and self.best.ok else 0.0
