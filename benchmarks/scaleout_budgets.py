@@ -19,11 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from .common import RESULTS, machine, md_table, replace_block, write_json
+from . import common
+from .common import RESULTS, machine, md_table, save_plot
 from .scaleout import PIPELINES, _env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,23 +160,16 @@ def plot(data: dict, path: Path) -> None:
         ax.set_xlabel("budget_s")
         ax.set_ylabel("returned config, x all-AUTOTUNE")
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_plot(fig, path)
 
 
-def write_outputs(data: dict, out_dir: Path = RESULTS, docs=(DOC,)) -> None:
-    write_json("scaleout_budgets", data, out_dir)
-    block = render(data)
-    (out_dir / "scaleout_budgets.md").write_text("# Scale-out at short budgets\n\n" + block)
-    plot(data, out_dir / "scaleout_budgets.png")
-    for path in docs:
-        replace_block(Path(path), START, END, block)
+def write_outputs(data: dict, out_dir: Path = RESULTS, doc: Path | None = DOC) -> None:
+    """scaleout_budgets.{json,md,png} in ``out_dir``; with ``doc``, its marked block."""
+    common.write_outputs("scaleout_budgets", "Scale-out at short budgets", data, render(data),
+                         plot, out_dir, doc, (START, END))
 
 
 def main(argv=None) -> int:
-    import sys
-
     ap = argparse.ArgumentParser(prog="python -m benchmarks.scaleout_budgets",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--budgets", default="10,15,20,30,60",
@@ -189,9 +184,9 @@ def main(argv=None) -> int:
     ap.add_argument("--render", action="store_true", help="only re-render from the JSON")
     args = ap.parse_args(argv)
     out_dir = Path(args.out_dir) if args.out_dir else RESULTS
-    docs = (DOC,) if args.out_dir is None else ()
+    doc = DOC if args.out_dir is None else None
     if args.render:
-        write_outputs(json.loads((out_dir / "scaleout_budgets.json").read_text()), out_dir, docs)
+        write_outputs(json.loads((out_dir / "scaleout_budgets.json").read_text()), out_dir, doc)
         return 0
     try:
         budgets = [float(b) for b in args.budgets.split(",") if b.strip()]
@@ -206,7 +201,7 @@ def main(argv=None) -> int:
     data = run(budgets, args.runs, args.max_workers, args.repeats, args.window_s, names)
     data["command"] = " ".join(["python -m benchmarks.scaleout_budgets",
                                 *(argv if argv is not None else sys.argv[1:])])
-    write_outputs(data, out_dir, docs)
+    write_outputs(data, out_dir, doc)
     print(render(data))
     return 0
 

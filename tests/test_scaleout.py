@@ -449,7 +449,7 @@ def test_the_short_budget_benchmark_renders_each_run_and_refreshes_its_docs_bloc
                                   "autotune": 100.0, "windows": {}, "configs": {}}}}
     doc = tmp_path / "scaleout.md"
     doc.write_text(f"x\n{sb.START}\nstale\n{sb.END}\ny\n")
-    sb.write_outputs(data, tmp_path, docs=[doc])
+    sb.write_outputs(data, tmp_path, doc=doc)
     text = doc.read_text()
     assert "stale" not in text and text.startswith("x\n") and text.endswith("y\n")
     assert "| 10 s | tune(workers=...) | 10 | T | 0 | 400 | 4.0x |" in text
