@@ -9,8 +9,8 @@ imported only when the piece that needs them is used.
 
 from importlib import import_module
 
-from .errors import (CacheError, ConfigurationError, IntuneError, KnobError, OptionsError,
-                     PipelineError, TuningError)
+from .errors import (CacheError, ConfigurationError, FactoryError, IntuneError, KnobError,
+                     OptionsError, PipelineError, TuningError)
 from .knobs import AUTOTUNE, Knob, Knobs, KnobSpace
 from .measurement import Measurement
 from .probe import probe
@@ -33,6 +33,6 @@ def __getattr__(name):
     raise AttributeError(f"module 'intune_flow' has no attribute {name!r}")
 
 
-__all__ = ["AUTOTUNE", "CacheError", "ConfigurationError", "IntuneError", "Knob", "KnobError",
-           "KnobSpace", "Knobs", "Measurement", "OptionsError", "PipelineError", "TuningError",
+__all__ = ["AUTOTUNE", "CacheError", "ConfigurationError", "FactoryError", "IntuneError", "Knob",
+           "KnobError", "KnobSpace", "Knobs", "Measurement", "OptionsError", "PipelineError", "TuningError",
            "__version__", "probe", "tune", *_LAZY]

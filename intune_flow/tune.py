@@ -233,9 +233,11 @@ class TuningRun:
         self.history = probes
         if passed:
             best = max((m for m in probes if m.ok), key=lambda m: m.throughput)
-            return self._result(source="cache", config=config, throughput=best.throughput,
-                                start_config=config, start_throughput=best.throughput,
-                                reason="; ".join(self.notes) or None), None
+            result = self._result(source="cache", config=config, throughput=best.throughput,
+                                  start_config=config, start_throughput=best.throughput,
+                                  reason="; ".join(self.notes) or None)
+            self._warn_at_max(result, best)     # every night's result says it, not the first's
+            return result, None
         return self.refine(env, found, probes, why)
 
     def refine(self, env, found: Lookup, probes: list[Measurement], why: str):
@@ -345,12 +347,8 @@ class TuningRun:
                               start_throughput=start.throughput if start and start.ok else 0.0,
                               reason=reason,
                               history=list(prior) + list(outcome.history) + [confirm])
-        # A bound binds only while the CPU has room: on a busy one more calls take turns.
-        if self.options.method in SEARCHING and best.ok and best.cpu_util < BUSY_CPU:
-            for msg in at_their_max(self.description.space, result.config,
-                                    self.description.implicit):
-                log.warning(msg)
-                result.warnings.append(msg)
+        if self.options.method in SEARCHING:
+            self._warn_at_max(result, best)
         if self.options.method in SEARCHING and not _moved(outcome):
             # Caching the start would make the next run a hit on an untuned (or, after
             # drift, stale) config: say so and let the next run search.
@@ -363,6 +361,16 @@ class TuningRun:
             result.warnings.append(msg)
             return result, None
         return result, intent
+
+    def _warn_at_max(self, result: TuneResult, m: Measurement) -> None:
+        """Warn of each knob ``result.config`` holds at its max, where ``m`` (the config's
+        measurement) left the CPU room: on a busy CPU a bound binds nothing, more calls only
+        take turns."""
+        if m.ok and m.cpu_util < BUSY_CPU:
+            for msg in at_their_max(self.description.space, result.config,
+                                    self.description.implicit):
+                log.warning(msg)
+                result.warnings.append(msg)
 
     # -- writing -------------------------------------------------------------------------
     def _write(self, result: TuneResult, intent: WriteIntent) -> None:

@@ -125,8 +125,10 @@ def test_a_factory_that_declares_its_knobs_wrongly_raises_instead_of_falling_bac
     with pytest.raises(IntuneError, match=r"min \(8\) is greater than max \(4\); swap them"):
         tune("tests.test_tune:badly_declared", budget_s=2, cache=cache_dir, **FAST)
     # The same for a factory that returns no dataset: build() would hand training a list.
-    with pytest.raises(PipelineError, match=r"returned builtins.list, which is not a dataset"):
+    with pytest.raises(intune_flow.FactoryError,   # a PipelineError, named as the README does
+                       match=r"returned builtins.list, which is not a dataset"):
         tune(returns_a_list, budget_s=2, cache=cache_dir, **FAST)
+    assert issubclass(intune_flow.FactoryError, PipelineError)
 
 
 def returns_a_list(knobs):

@@ -257,5 +257,7 @@ class ScaleOutRun(TuningRun):
                        cluster=[{k: m[k] for k in ("workers", "delivered", "per_hour",
                                                    "status")} for m in result.cluster_history],
                        startups=result.worker_startups)
+        if result.autotune_throughput:     # a cache hit reports it, as single-node ones do
+            history["autotune_throughput"] = float(result.autotune_throughput)
         return self._record_of(result, recorded, history)
 

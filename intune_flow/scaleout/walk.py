@@ -26,7 +26,8 @@ class ScaleWalk:
     ``node_rate`` is the node level's standalone records/s of one tuned worker
     (0 if unknown); ``budget_s`` counts from ``t0`` (default: now). ``startup_guess_s`` is
     the start-up estimate until one was measured (the pool's prior on real workers).
-    ``stages`` records each budget check: ``{stage, clock_s, cost_s, left_s, ran}``, and
+    ``stages`` records each budget check: ``{stage, clock_s, cost_s, left_s, ran}`` (``clock_s``
+    on the env's clock, as its start-ups and windows are; ``left_s`` of the budget), and
     ``checked: False`` on a start that runs whether it fits or not (restarting the pick's
     workers; a baseline's move, which no mask checked).
     """
@@ -94,7 +95,7 @@ class ScaleWalk:
         ``checked=False``: the stage runs whether it fits or not (recorded as ran, unchecked)."""
         left = self.budget_s - self.elapsed()
         fits = cost_s <= left
-        entry = {"stage": stage, "clock_s": round(self.elapsed(), 3), "cost_s": round(cost_s, 3),
+        entry = {"stage": stage, "clock_s": round(self.env.clock(), 3), "cost_s": round(cost_s, 3),
                  "left_s": round(left, 3), "ran": fits or not checked}
         if not checked:
             entry["checked"] = False

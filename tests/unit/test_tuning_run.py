@@ -178,6 +178,9 @@ def test_a_knob_left_at_its_max_is_reported_only_while_the_cpu_had_room(cache):
     named = [w for w in r.warnings if "was tuned to its max" in w]
     assert best.cpu_util < 0.8 and at_max(r, roomy.sim.space)
     assert len(named) == len(at_max(r, roomy.sim.space)), named
+    again = _run(roomy, cache, cores=8)          # the next night's hit says it too
+    assert again.source == "cache", again.reason
+    assert [w for w in again.warnings if "was tuned to its max" in w] == named
     # Bounded at 2 on 2 cores they keep it busy: more calls would take turns, no warning.
     busy = SimTarget(_capped(sample_pipeline("test", 2, cores=2), 2))
     r = _run(busy, MemoryCache(), cores=2)
