@@ -100,7 +100,7 @@ def unknown_arguments(name: str, unknown, takes) -> str:
     return (f"pipeline factory {name} takes no argument(s) {sorted(unknown)}"
             f"{did_you_mean(unknown, takes)}; its "
             f"arguments after knobs are {list(takes)}. Fix the name in pipeline_kwargs "
-            "(--arg on the command line)")
+            "(intune-flow's --arg KEY=VALUE on its command line)")
 
 
 def _parse(origin: str) -> ast.Module | None:

@@ -152,6 +152,14 @@ def test_card_rows_hold_the_figures():
     assert [r[3] for r in history_rows(RECORD)] == ["ok", "ok", "oom"]
     fallback = dict(summary_rows({**RECORD, "source": "fallback", "reason": "it broke"}))
     assert fallback["fallback reason"] == "it broke"
+    assert rows["vs AUTOTUNE"] == "not measured"
+    tuned = dict(summary_rows({**RECORD, "autotune_throughput": 500.0}))
+    assert tuned["vs AUTOTUNE"] == "6.0 times AUTOTUNE"
+    # A cache hit: the result's vs_autotune (the night that tuned it), not today's probe
+    # over that night's AUTOTUNE, as the artifact, the CLI and the logs say.
+    hit = dict(summary_rows({**RECORD, "source": "cache", "throughput": 2000.0,
+                             "autotune_throughput": 500.0, "vs_autotune": 6.2}))
+    assert hit["vs AUTOTUNE"] == "6.2 times AUTOTUNE"
     png = throughput_png(RECORD)
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert throughput_png({**RECORD, "history": []}) is None
