@@ -34,5 +34,5 @@ def __getattr__(name):
 
 
 __all__ = ["AUTOTUNE", "CacheError", "ConfigurationError", "FactoryError", "IntuneError", "Knob",
-           "KnobError", "KnobSpace", "Knobs", "Measurement", "OptionsError", "PipelineError", "TuningError",
-           "__version__", "probe", "tune", *_LAZY]
+           "KnobError", "KnobSpace", "Knobs", "Measurement", "OptionsError", "PipelineError",
+           "TuningError", "__version__", "probe", "tune", *_LAZY]
