@@ -194,7 +194,8 @@ class ScaleOut:
         config, _ = self.node_tuner(self.env, 0, budget, start=dict(best.config))
         if config != dict(best.config):
             self.configs[0] = config
-            walk.go(0)
+            if walk.go(0) is not walk.best:     # measured worse: K = 0 keeps the pick's config
+                self.configs[0] = dict(best.config)
 
     def search(self) -> ScaleOutcome:
         t0 = self.env.clock() if self.t0 is None else self.t0

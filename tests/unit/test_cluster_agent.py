@@ -129,6 +129,17 @@ def test_a_pick_of_k0_spends_the_budget_left_refining_the_trainer_from_its_confi
     k, start, budget = calls[-1]
     assert k == 0 and start is not None and budget >= 3 * 10   # three 10 s windows at least
     assert out.seconds <= 900
+    # A refine that finds worse is measured, and K = 0 keeps the pick's config.
+    def worse(env, k, budget_s, start=None):
+        if start is not None:
+            return {name: 1 for name in start}, 0.0
+        return tune_node(env, k, budget_s=budget_s)
+
+    search = ScaleOut(SimClusterEnv(dear, seed=0), budget_s=900, node_tuner=worse)
+    out = search.search()
+    assert out.workers == 0 and out.config != {"read": 1, "prefetch": 1}
+    assert search.config_for(0) == out.config
+    assert any(s["stage"] == "refine the trainer" and s["ran"] for s in out.stages)
     # A pick with workers is not refined on the trainer.
     out = ScaleOut(SimClusterEnv(JOB, seed=0), budget_s=1800, node_tuner=tuner).search()
     assert out.workers == 4 and "refine the trainer" not in {s["stage"] for s in out.stages}
