@@ -294,6 +294,8 @@ class Knobs:
         misspelling, which would otherwise give the knob its default without a word."""
         unasked = [n for n in self._config if n not in self._declared]
         for meant in near_misses([knob.name], unasked, cutoff=0.75).values():
+            if near_misses([meant], self._declared, cutoff=0.75).get(meant) != knob.name:
+                continue    # closer to a knob declared before: that one was warned about
             warnings.warn(f"knob {knob.name!r} is not in the config, which has {meant!r}: a "
                           f"misspelling? {knob.name!r} gets its default ({knob.default})",
                           stacklevel=4)

@@ -119,3 +119,9 @@ def test_a_config_built_by_hand_with_a_misspelled_knob_warns_and_names_it():
         assert Knobs({"read": 8}).parallelism("map") == 1      # nothing like it: no warning
         assert Knobs().parallelism("clicks") == 1               # discovery: no config
         assert Knobs({"clicks": 4}).parallelism("clicks") == 4
+    # A name is blamed on the knob it is closest to, not on every knob like it.
+    knobs = Knobs({"parse_aa": 4})
+    with pytest.warns(UserWarning, match="knob 'parse_a' is not in the config") as caught:
+        knobs.parallelism("parse_a")
+        knobs.parallelism("parse_b")
+    assert ["parse_b" in str(w.message) for w in caught] == [False]
