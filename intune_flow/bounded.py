@@ -10,9 +10,8 @@ from typing import Any, Callable
 
 GRACE_S = 0.25  # how long a cancelled thread gets to return before it is interrupted
 
-# thread -> what it opened that can be cancelled from another thread (tf.data iterators);
-# both go with their threads
-_CANCELLABLE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# thread id -> what it opened that can be cancelled from another thread (tf.data iterators)
+_CANCELLABLE: dict[int, weakref.WeakSet] = {}
 _ABANDONED: weakref.WeakSet = weakref.WeakSet()     # threads given up on
 _LOCK = threading.Lock()
 
@@ -25,10 +24,9 @@ class Abandoned(BaseException):
 def cancellable(obj) -> None:
     """Register ``obj`` (it has ``cancel()``) as the current thread's: :func:`abandon` of
     this thread cancels it."""
-    thread = threading.current_thread()
     with _LOCK:
-        _CANCELLABLE.setdefault(thread, weakref.WeakSet()).add(obj)
-        given_up = thread in _ABANDONED
+        _CANCELLABLE.setdefault(threading.get_ident(), weakref.WeakSet()).add(obj)
+        given_up = threading.current_thread() in _ABANDONED
     if given_up:    # opened by a thread already given up on (it runs on until it looks)
         obj.cancel()    # nothing runs in it yet: returns at once
 
@@ -40,12 +38,11 @@ def abandon(thread: threading.Thread, *also, interrupt: bool = False) -> None:
     give it ``GRACE_S`` to return, then raise :class:`Abandoned` in it (delivered when it
     next runs Python code). Interrupt only threads running plain Python loops (torch's
     loaders): an exception landing inside TensorFlow's tracing leaves its locks held."""
+    if not thread.is_alive():
+        return
     with _LOCK:
-        if not thread.is_alive() or thread in _ABANDONED:   # ended, or already stopped
-            return
         _ABANDONED.add(thread)
-        opened = list(_CANCELLABLE.pop(thread, ()))
-
+        opened = list(_CANCELLABLE.pop(thread.ident, ()))
     def cancel_all():
         for obj in (*opened, *also):
             try:

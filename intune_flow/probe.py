@@ -36,8 +36,7 @@ epoch, as training reads it: the figure includes each epoch's start-up cost, and
 signals weigh each epoch's stretch of the window by its length.
 A worker thread still inside the pipeline when the probe ends (a timeout, a slow element, an
 output that stopped) is stopped (:func:`_stop`): a tf.data iterator is cancelled, torch's
-Python loop gets an exception; where nothing came in time the caller gets the
-``"timeout"`` measurement. After each probe the iterator and dataset are dropped and
+Python loop gets an exception; the caller gets the ``"timeout"`` measurement where nothing came in time. After each probe the iterator and dataset are dropped and
 garbage-collected, and glibc is asked to return freed heap pages (``malloc_trim``), so
 RSS falls back as far as the framework allows (TensorFlow keeps some caches and threads).
 """
@@ -446,7 +445,7 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
                 break
     finally:
         worker.stop.set()
-        if sys.exc_info()[0] is not None:   # the probe itself failed: stop its worker too
+        if status == STATUS_TIMEOUT or sys.exc_info()[0] is not None:
             _stop(worker, desc)
     if slow is not None:
         m = _from_stages(full, samples, slow, desc, cpu_budget)

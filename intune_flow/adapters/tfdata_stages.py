@@ -159,13 +159,14 @@ def _snapshot_of(build_and_iterate, config: dict) -> dict:
         pull = threading.Thread(target=first, name="intune-flow-tag", daemon=True)
         pull.start()
         pull.join(FIRST_ELEMENT_S)
+        if pull.is_alive():     # still waiting for its first element: stop it once read
+            try:
+                return snapshot(it)
+            finally:
+                bounded.abandon(pull, it)
         if failure:
             raise failure[0]
-        try:
-            return snapshot(it)
-        finally:
-            if pull.is_alive():     # still waiting for its first element: stop it
-                bounded.abandon(pull, it)
+        return snapshot(it)
     finally:
         del it
 
