@@ -185,12 +185,10 @@ class Pipeline:
             limit = DISCOVERY_TIMEOUT_S if timeout_s is None else float(timeout_s)
             try:
                 desc = call_bounded(self._discover, limit, "knob discovery (the factory's dry "
-                                                           "build and, on torch, its first "
-                                                           "batch)")
+                                                           "build)")
             except Hung as exc:
-                raise Hung(f"{exc}; the pipeline factory {self.name} or its first element "
-                           "hangs (check its inputs, its filters and any blocking call in "
-                           "it)") from None
+                raise Hung(f"{exc}; the pipeline factory {self.name} hangs (check its inputs "
+                           "and any blocking call in it)") from None
             stages, _, hung = run_bounded(lambda: self._locate_stages(desc), limit)
             desc = replace(desc, stages={} if hung or stages is None else stages)
             inert, _, hung = run_bounded(lambda: self._inert_knobs(desc), limit)

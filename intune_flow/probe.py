@@ -30,13 +30,13 @@ large batch: one batch of 256 records of 100 ms GETs at parallelism 1 takes 26 s
 waited for where the framework counts each stage's elements (tf.data): one ``window_s``
 after the warm-up, a probe that has seen fewer than ``MIN_ARRIVALS`` elements reports the
 records/s the stages under the last batch produced over that window, with stage signals
-over the same window, and stops its worker thread (:func:`~intune_flow.bounded.abandon`). A
+over the same window, and abandons its worker thread (it stops after its element). A
 finite dataset that ends before the window does is read again from the start, epoch after
 epoch, as training reads it: the figure includes each epoch's start-up cost, and stage
 signals weigh each epoch's stretch of the window by its length.
-A worker thread still inside the pipeline when the probe ends (a timeout, a slow element, an
-output that stopped) is stopped (:func:`_stop`): a tf.data iterator is cancelled, torch's
-Python loop gets an exception; the caller gets the ``"timeout"`` measurement where nothing came in time. After each probe the iterator and dataset are dropped and
+A worker thread that hangs inside the framework cannot be interrupted from Python: it is
+abandoned (a daemon thread; it stops at its next element) and the caller gets the
+``"timeout"`` measurement. After each probe the iterator and dataset are dropped and
 garbage-collected, and glibc is asked to return freed heap pages (``malloc_trim``), so
 RSS falls back as far as the framework allows (TensorFlow keeps some caches and threads).
 """
@@ -47,12 +47,11 @@ import ctypes
 import gc
 import math
 import statistics
-import sys
 import threading
 import time
 from typing import Mapping
 
-from .bounded import Hung, abandon
+from .bounded import Hung
 from .errors import IntuneError
 from .measurement import (STATUS_EMPTY, STATUS_ERROR, STATUS_OK, STATUS_OOM, STATUS_TIMEOUT,
                           Measurement)
@@ -203,7 +202,7 @@ class _Worker(threading.Thread):
                 self.stage_signals = self._signals()
                 self.autotune_choices = self._choices()
         except BaseException as exc:  # noqa: BLE001 - reported as status "error"
-            self.error = _without_frames(exc)
+            self.error = exc
         finally:
             it = ds = self.iterator = None  # noqa: F841 - release the iterator in this thread
             self.pipeline = None
@@ -251,23 +250,6 @@ class _Worker(threading.Thread):
             return self.pipeline.autotune_choices(self.stretches[-1][2], self.config)
         except Exception:  # noqa: BLE001
             return {}
-
-
-def _stop(worker: _Worker, desc) -> None:
-    """Stop a worker the probe no longer waits for: its tf.data iterator is cancelled; a
-    torch loader's Python loop is interrupted."""
-    abandon(worker, interrupt=desc.framework != "tf.data")
-
-
-def _without_frames(exc: BaseException) -> BaseException:
-    """``exc`` (and the exceptions it chains) without tracebacks: their frames would keep the
-    pipeline's iterator (a DataLoader's worker processes) alive after the probe drops it."""
-    e, seen = exc, set()
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        e.__traceback__ = None
-        e = e.__cause__ or e.__context__
-    return exc
 
 
 class _SlowWatch:
@@ -440,13 +422,10 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
                 status = STATUS_TIMEOUT
                 what = "first element" if worker.first_at is None else "next element"
                 error = (f"no {what} within {timeout_s:g} s (a stage blocks or is far too "
-                         f"slow, or a filter drops everything of a repeated input); the probe "
-                         f"stopped the pipeline")
+                         f"slow); the probe abandoned its worker thread")
                 break
     finally:
         worker.stop.set()
-        if status == STATUS_TIMEOUT or sys.exc_info()[0] is not None:
-            _stop(worker, desc)
     if slow is not None:
         m = _from_stages(full, samples, slow, desc, cpu_budget)
     else:
@@ -455,8 +434,6 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
     m.status, m.error, m.peak_rss = status, error, int(guard.peak)
     if status != STATUS_TIMEOUT and slow is None:   # a slow worker is inside its element
         worker.finished.wait(JOIN_S)
-    if not worker.finished.is_set():    # inside an element that may never come: stop it
-        _stop(worker, desc)
     if status == STATUS_OK and worker.finished.is_set():
         m.stage_signals = dict(worker.stage_signals)
         m.autotune_choices = dict(worker.autotune_choices)

@@ -99,8 +99,7 @@ def test_factory_that_hangs_falls_back_when_discovery_times_out(tmp_path):
                   timeout_s=TIMEOUT_S, progress=False)
     assert result.source == "fallback" and result.history == []
     # The factory's dry build was abandoned after timeout_s (3 s, not the default 60 s).
-    assert ("knob discovery (the factory's dry build and, on torch, its first batch) did not "
-            "return within 3 s") in result.reason
+    assert "knob discovery (the factory's dry build) did not return within 3 s" in result.reason
     assert result.tuning_seconds < TIMEOUT_S + UNBOUNDED_WORK_S, result.tuning_seconds
 
 

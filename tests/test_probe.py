@@ -7,10 +7,8 @@ import threading
 import time
 
 import numpy as np
-import psutil
 import pytest
 import tensorflow as tf
-import torch
 
 from intune_flow import KnobError
 from intune_flow.env import TuningEnv
@@ -275,63 +273,6 @@ def test_timeout_when_a_stage_blocks_forever():
 def test_timeout_when_the_factory_hangs():
     m = probe(hangs_in_factory, window_s=1, timeout_s=1.0)
     assert m.status == "timeout" and "did not return within 1 s" in m.error
-
-
-def never_yields(knobs):
-    """CPU work on a repeated input that a filter drops entirely: no element ever comes."""
-    def work(i):
-        return tf.reduce_sum(tf.strings.to_hash_bucket_fast(tf.strings.as_string(
-            tf.range(i % 500 + 500)), 10))
-
-    ds = tf.data.Dataset.range(10**12).map(work, num_parallel_calls=knobs.parallelism("map"))
-    return ds.filter(lambda x: x < 0).batch(4).prefetch(2)
-
-
-class _SpinsAfterEight(torch.utils.data.IterableDataset):
-    def __iter__(self):
-        yield from (torch.zeros(3) for _ in range(8))
-        while True:     # then skips records forever: the Python loop never yields again
-            pass
-
-
-def spins_after_eight(knobs):
-    return torch.utils.data.DataLoader(_SpinsAfterEight(), batch_size=4,
-                                       num_workers=knobs.parallelism("workers", max=2) - 1)
-
-
-def _gone(threads, within_s=10.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not any(t.is_alive() for t in threads)
-
-
-def _cores_used(seconds=1.0) -> float:
-    cpu, wall = time.process_time(), time.monotonic()
-    time.sleep(seconds)
-    return (time.process_time() - cpu) / (time.monotonic() - wall)
-
-
-def test_a_pipeline_that_never_yields_is_stopped_when_its_probe_gives_up():
-    # Before: the abandoned worker ran the pipeline on, ~2 cores beside training, for good.
-    earlier = set(_probe_threads())
-    m = probe(never_yields, {"map": 2}, window_s=1, timeout_s=1.5)
-    assert m.status == "timeout" and "no first element within 1.5 s" in m.error
-    assert "filter drops everything" in m.error and "stopped the pipeline" in m.error
-    assert _gone(set(_probe_threads()) - earlier), "the probe left its worker running"
-    assert _cores_used() < 0.5
-
-
-@pytest.mark.parametrize("workers", [1, 2], ids=["in-process", "worker-process"])
-def test_a_torch_pipeline_stuck_in_python_is_stopped_when_its_probe_ends(workers):
-    earlier, children = set(_probe_threads()), set(psutil.Process().children(recursive=True))
-    probe(spins_after_eight, {"workers": workers}, window_s=0.5, warmup_s=0.1, timeout_s=1.5)
-    # An interrupt reaches a DataLoader's thread within its 5 s queue poll; its worker
-    # processes get another 5 s to stop before torch terminates them.
-    assert _gone(set(_probe_threads()) - earlier, within_s=30), "the probe left its worker"
-    assert _cores_used() < 0.5
-    assert psutil.wait_procs(set(psutil.Process().children(recursive=True)) - children,
-                             timeout=30)[1] == [], "a DataLoader worker process was left"
 
 
 def test_error_when_the_pipeline_raises_keeps_message():

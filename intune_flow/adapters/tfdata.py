@@ -6,7 +6,7 @@ import re
 import sys
 
 from ..knobs import AUTOTUNE, Knob
-from . import flatten, normalize_schema, tfdata_iterator, tfdata_stages
+from . import flatten, normalize_schema, tfdata_stages
 from .tfdata_stages import (autotune_choices, records_rate,  # noqa: F401 - adapter API
                             snapshot)
 
@@ -101,7 +101,7 @@ def batch_size(ds) -> int | None:
 
 
 def iterate(ds):
-    return tfdata_iterator.iterate(ds)
+    return iter(ds)
 
 
 def locate_stages(space, build_and_iterate) -> dict:

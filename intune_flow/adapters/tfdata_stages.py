@@ -26,7 +26,6 @@ import logging
 import threading
 from typing import NamedTuple
 
-from .. import bounded
 from ..errors import describe_error
 from ..knobs import AUTOTUNE, Knob, KnobSpace
 
@@ -49,7 +48,7 @@ latency-bound pipeline at parallelism 1 can take far longer (256 records of 100 
 def _model(it):
     import tensorflow as tf
 
-    return tf.data.experimental.get_model_proto(getattr(it, "owned", it))
+    return tf.data.experimental.get_model_proto(it)
 
 
 def _chain(proto) -> list:
@@ -159,11 +158,6 @@ def _snapshot_of(build_and_iterate, config: dict) -> dict:
         pull = threading.Thread(target=first, name="intune-flow-tag", daemon=True)
         pull.start()
         pull.join(FIRST_ELEMENT_S)
-        if pull.is_alive():     # still waiting for its first element: stop it once read
-            try:
-                return snapshot(it)
-            finally:
-                bounded.abandon(pull, it)
         if failure:
             raise failure[0]
         return snapshot(it)
