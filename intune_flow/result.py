@@ -29,7 +29,8 @@ class TuneResult:
     search (or, for a cache hit, in the search that wrote the record); None where AUTOTUNE
     was not measured (torchdata, DataLoader, a fallback). ``vs_autotune`` is the config's
     throughput over it, both from that one search: on a cache hit the ratio of the night
-    that tuned it, not today's short verification probe over that night's AUTOTUNE.
+    that tuned it, not today's short verification probe over that night's AUTOTUNE; 1.0
+    where the config is all-AUTOTUNE.
     ``tuning_seconds`` is the wall time of the tuning phase (knob discovery, fingerprint,
     cache lookup, probes/search, write-back; not the import of the pipeline's module).
     ``seconds_saved`` is, for a run that found a record, the recorded cold tuning

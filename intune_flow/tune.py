@@ -441,12 +441,17 @@ class TuningRun:
         fields = self._identity()
         if history is not None:
             fields["history"] = history
+        autotune, versus = self._autotune(fields["history"]), None
+        space = self.description.space
+        if (self.description.framework == "tf.data" and any(k.autotune for k in space.knobs)
+                and dict(config) == space.autotune()):
+            autotune, versus = throughput, 1.0      # AUTOTUNE over itself: one figure, not two
+        elif source == "cache":
+            versus = self._night_vs_autotune()
         return TuneResult(config=dict(config), throughput=throughput,
                           start_config=dict(start_config), start_throughput=start_throughput,
-                          source=source, reason=reason or None,
-                          autotune_throughput=self._autotune(fields["history"]),
-                          vs_autotune=self._night_vs_autotune() if source == "cache" else None,
-                          **fields)
+                          source=source, reason=reason or None, autotune_throughput=autotune,
+                          vs_autotune=versus, **fields)
 
     def _autotune(self, history: list[Measurement]) -> float | None:
         """All-AUTOTUNE's throughput: measured in this run, else carried by the record."""

@@ -321,6 +321,22 @@ def test_vs_autotune_comes_from_one_search_and_a_cache_hit_reports_its_nights(ca
     assert TuneResult.from_dict(older).vs_autotune == pytest.approx(cold.vs_autotune)
 
 
+def test_a_config_at_all_autotune_is_one_times_autotune_also_on_a_cache_hit(cache_dir):
+    cold = tune(TINY, budget_s=3, cache=cache_dir, **CACHED)
+    cache = get_cache(cache_dir)
+    data, _ = cache.get(cold.cache_key)
+    record = read(cache, cold.cache_key).record
+    autotune = {name: tf.data.AUTOTUNE for name in cold.config}
+    # the night that wrote it took the config's figure and AUTOTUNE's from different windows
+    history = dict(record.history, search_best_throughput=record.throughput * 0.97,
+                   autotune_throughput=record.throughput)
+    cache.put(cold.cache_key, resign(data, config=autotune, history=history))
+    warm = tune(TINY, budget_s=3, cache=cache_dir, **CACHED)
+    assert warm.source == "cache" and warm.config == autotune
+    assert warm.vs_autotune == 1.0
+    assert warm.autotune_throughput == warm.throughput          # today's figure, not two
+
+
 def test_damaged_record_logged_and_retuned(cache_dir, caplog):
     cold = tune(TINY, budget_s=3, cache=cache_dir, **CACHED)
     cache = get_cache(cache_dir)
