@@ -422,7 +422,8 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
                 status = STATUS_TIMEOUT
                 what = "first element" if worker.first_at is None else "next element"
                 error = (f"no {what} within {timeout_s:g} s (a stage blocks or is far too "
-                         f"slow); the probe abandoned its worker thread")
+                         f"slow, or a filter drops everything); the probe abandoned its "
+                         f"worker thread")
                 break
     finally:
         worker.stop.set()

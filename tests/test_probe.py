@@ -268,6 +268,7 @@ def test_process_workers_count_in_cpu_and_in_the_ram_guard():
 def test_timeout_when_a_stage_blocks_forever():
     m = probe(blocks_forever, window_s=1, timeout_s=1.5)
     assert m.status == "timeout" and "no first element within 1.5 s" in m.error
+    assert "a stage blocks" in m.error and "a filter drops everything" in m.error
 
 
 def test_timeout_when_the_factory_hangs():
