@@ -40,8 +40,10 @@ def format_event(ev: dict) -> str:
         if str(ev.get("chosen_by", "")).endswith("tie rule"):
             looks += ("; tie rule: a config within the noise of the best with fewer knobs "
                       "at AUTOTUNE")
-        return (f"[{ev['method']}] done after {ev['step']} steps, {ev.get('elapsed', 0):.1f}s: "
-                f"best {ev['best']:,.0f}/s ({ev.get('stopped', '')}{looks}) "
+        head = f"[{ev['method']}] done after {ev['step']} steps, {ev.get('elapsed', 0):.1f}s: "
+        if ev.get("status", "ok") != "ok":
+            return f"{head}no config ran (every probe failed; the first: {ev['status']})"
+        return (f"{head}best {ev['best']:,.0f}/s ({ev.get('stopped', '')}{looks}) "
                 f"{_fmt_config(ev['config'])}")
     status = "" if ev.get("status", "ok") == "ok" else f" [{ev['status']}]"
     return (f"[{ev['method']}] step {ev['step']:>3} {ev.get('elapsed', 0):6.1f}s  "

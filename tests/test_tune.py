@@ -191,6 +191,10 @@ def test_fallback_when_every_probe_fails(cache_dir):
     with pytest.raises(TuningError):
         tune("tests.test_tune:failing_iteration", budget_s=3, cache=cache_dir, method="random",
              strict=True, **FAST)
+    # It raises at its defaults: the search stops there, not after a budget of the same error.
+    result = tune("tests.test_tune:failing_iteration", budget_s=30, cache=cache_dir, **FAST)
+    assert result.source == "fallback" and "broken element" in result.reason
+    assert [m.status for m in result.history] == ["error"]
 
 
 def filtered_empty(knobs):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..env import has_native_autotune
-from ..measurement import STATUS_EMPTY
+from ..measurement import STATUS_EMPTY, STATUS_ERROR
 from .baselines import BASELINES, RULES
 from .intune import VARIANTS, intune, load_policy
 from .tracker import BudgetSpent, SearchOutcome, Tracker
@@ -26,7 +26,9 @@ def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.
     tuner, as a cached hybrid config does) is measured first; the outcome's ``best``
     is the best measured config and never worse than the start. A config that OOMs, errors
     or times out is abandoned and penalized; a start that reads the pipeline empty ends the
-    search (stopped ``"error"``): no config changes what the data holds. ``max_steps`` caps
+    search (stopped ``"error"``): no config changes what the data holds; so does a start at
+    the defaults (the least parallel config) whose pipeline raises: the error is the
+    pipeline's, not the allocation's. ``max_steps`` caps
     measurements after the start. ``continuous=True`` (intune) keeps tuning until the budget is spent
     and re-allocates when ``env.cpu_budget`` changes. ``extra`` holds the method's notes
     (``autotune_rounds``; intune's ``final_cores``, ``rebased_at``, ``chosen_by``,
@@ -58,9 +60,10 @@ def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.
     if tr.reuse(start, start=True) is None:
         tr.measure(start, start=True)
     state = None
-    if tr.start.status == STATUS_EMPTY:
-        # The data ran out, which no allocation of threads or buffers changes: every probe
-        # would read the same, and the budget would go to confirming it.
+    if tr.start.status == STATUS_EMPTY or (tr.start.status == STATUS_ERROR and not given):
+        # The data ran out, or the pipeline raised at its defaults, which no allocation of
+        # threads or buffers changes: every probe would read the same, and the budget would
+        # go to confirming it. (A given start, a cached config, may fail for its own reason.)
         tr.stop("error")
         return tr.outcome(policy_state=state)
     try:

@@ -92,6 +92,22 @@ def test_errors_are_penalized_not_fatal(method):
     assert out.best.ok and out.best.config[knob] <= 4
 
 
+def test_a_pipeline_that_raises_at_its_defaults_ends_the_search_at_once():
+    from intune_flow.progress import format_event
+    base = sim(6)
+    knob = next(k.name for k in base.space if k.kind == "parallelism")
+    events = []
+    out = run_search(FailingEnv(base, knob, -100), "intune", budget_s=1e9, max_steps=20,
+                     seed=0, progress=events.append)
+    assert [m.status for m in out.history] == ["error"] and out.stopped == "error"
+    assert "no config ran (every probe failed; the first: error)" in format_event(events[-1])
+    # A given start (a cached config) may fail for its own reason: the search goes on.
+    start = dict(base.space.ones(), **{knob: 8})
+    out = run_search(FailingEnv(base, knob, 4), "intune", start=start, budget_s=1e9,
+                     max_steps=20, seed=0, progress=False)
+    assert out.start.status == "error" and out.best.ok and out.best.config[knob] <= 4
+
+
 def test_continuous_mode_reallocates_after_cores_shrink():
     env = sim(2, cores=32, core_schedule=[(60.0, 16)])
     before = oracle(SimEnv(env.pipeline, cores=32))[0]
