@@ -27,8 +27,8 @@ def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.
     is the best measured config and never worse than the start. A config that OOMs, errors
     or times out is abandoned and penalized; a start that reads the pipeline empty ends the
     search (stopped ``"error"``): no config changes what the data holds; so does a start at
-    the defaults (the least parallel config) whose pipeline raises: the error is the
-    pipeline's, not the allocation's. ``max_steps`` caps
+    the defaults whose pipeline raises (a corrupt record): the error is the pipeline's,
+    and the defaults are what a fallback would train on. ``max_steps`` caps
     measurements after the start. ``continuous=True`` (intune) keeps tuning until the budget is spent
     and re-allocates when ``env.cpu_budget`` changes. ``extra`` holds the method's notes
     (``autotune_rounds``; intune's ``final_cores``, ``rebased_at``, ``chosen_by``,
