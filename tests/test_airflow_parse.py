@@ -236,3 +236,19 @@ def test_task_intune_passes_timeout_s_to_the_tuning_not_to_task():
     assert "timeout_s" in NAMES
     with pytest.raises(IntuneError, match="timeout_s must be a positive number"):
         task_intune(pipeline="m:f", timeout_s=0)
+
+
+def test_the_task_log_points_at_the_warnings_tune_logged_instead_of_repeating_them(caplog):
+    import logging
+
+    from intune_flow.airflow.runner import report
+    from intune_flow.result import TuneResult
+
+    r = TuneResult(config={"read": 4}, throughput=100.0, start_config={"read": 1},
+                   start_throughput=50.0, source="tuned",
+                   warnings=["knob 'read' was tuned to its max (4)"])
+    logger = logging.getLogger("test_airflow_report")
+    with caplog.at_level(logging.INFO, logger="test_airflow_report"):
+        report(r, logger)
+    text = caplog.text
+    assert "1 warning(s) logged above" in text and "tuned to its max" not in text

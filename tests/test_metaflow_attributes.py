@@ -252,3 +252,15 @@ def test_resources_above_this_machine_are_lowered_to_it_with_a_log_line(capsys):
     assert "@resources asks for 4096 CPUs" in log and "@resources asks for 1048576.0 GiB" in log
     deco.resource_cpu, deco.resource_ram = None, 2**30          # what fits is kept as asked
     assert deco._budgets() == (None, 2**30)
+
+
+def test_the_step_summary_points_at_the_warnings_tune_logged_instead_of_repeating_them(capsys):
+    from intune_flow.metaflow.decorator import _report
+    from intune_flow.result import TuneResult
+
+    r = TuneResult(config={"read": 4}, throughput=100.0, start_config={"read": 1},
+                   start_throughput=50.0, source="tuned",
+                   warnings=["knob 'read' was tuned to its max (4)"])
+    _report(r)
+    out = capsys.readouterr().out
+    assert "1 warning(s) logged above" in out and "tuned to its max" not in out

@@ -68,8 +68,9 @@ def report(result, logger, secrets: list[str] = ()) -> None:
         logger.warning("intune: tuning fell back: %s", line)
     else:
         logger.info("intune: %s", line)
-    for warning in result.warnings:
-        logger.warning("intune: %s", redact(str(warning), list(secrets)))
+    if result.warnings:   # tune() logged each where it arose: point at them, not again
+        logger.info("intune: %d warning(s) logged above; also in the XCom value's warnings",
+                    len(result.warnings))
 
 
 def result_payload(result, secrets: list[str]) -> dict:

@@ -275,8 +275,9 @@ def _report(r) -> None:
     _log(line)
     if r.reason and r.source != "fallback":   # tune() has logged why it fell back
         _log("note: " + r.reason)
-    for warning in r.warnings:
-        _log(f"warning: {warning}")
+    if r.warnings:   # tune() logged each where it arose: point at them, do not repeat them
+        _log(f"{len(r.warnings)} warning(s) logged above; also in "
+             "current.intune.result.warnings and on the card")
 
 
 def _num(value) -> str:
