@@ -24,7 +24,8 @@ from . import adapters
 from .adapters.protocol import Adapter
 from .adapters.torch_loader import searching_past_the_cores
 from .bounded import Hung, call_bounded, run_bounded
-from .errors import FactoryError, KnobError, PipelineError, describe_error, near_misses
+from .errors import (FactoryError, KnobError, PipelineError, describe_error, did_you_mean,
+                     near_misses)
 from .knobs import AUTOTUNE, Knobs, KnobSpace
 
 log = logging.getLogger(__name__)
@@ -68,8 +69,9 @@ def _import_ref(ref: str) -> Callable:
         except AttributeError:
             names = sorted(n for n in dir(module) if not n.startswith("_")
                            and callable(getattr(module, n)))
-            raise PipelineError(f"module {module_name!r} has no attribute {attr!r}; "
-                                f"callables there: {names}{_shadowed(module)}") from None
+            raise PipelineError(f"module {module_name!r} has no attribute {attr!r}"
+                                f"{did_you_mean([attr], names)}; callables there: {names}"
+                                f"{_shadowed(module)}") from None
     return obj
 
 

@@ -167,6 +167,8 @@ def test_reference_that_does_not_import():
     assert "sys.path" in msg and "package.module:function" in msg
     with pytest.raises(PipelineError, match=r"has no attribute 'nope'.*criteo_pipeline"):
         Pipeline.load("examples.criteo:nope")
+    with pytest.raises(PipelineError, match=r"did you mean 'criteo_pipe' -> 'criteo_pipeline'"):
+        Pipeline.load("examples.criteo:criteo_pipe")
 
 
 def test_a_module_shadowed_by_one_of_the_same_name_is_named_with_where_it_came_from(
