@@ -281,8 +281,11 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
     busy (:func:`trim_pool`) and one half-size step (``sqrt(factor)``) is tried from the
     best. If that fails too, the half-size stages are tried on a one-thread pool when the
     CPU is idle (:func:`uncontend`), after any round: a noisy window can keep a first round
-    that did not really pay. If the very first round and all of that fail (the start is
-    already over-provisioned), the stages are scaled down. Each jump is one measurement; an
+    that did not really pay. When the very first round lost on an idle CPU and the half step
+    won, its own stages are tried on a one-thread pool too: a pipeline more threads did not
+    speed up may be held by contention, and one window of the half step (on 2 cores they
+    spread by 20-40%) does not rule that out. If the very first round and all of that fail
+    (the start is already over-provisioned), the stages are scaled down. Each jump is one measurement; an
     OOM is abandoned like any other.
     """
     if not walk.best.ok:
@@ -299,10 +302,12 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
             continue
         trim_pool(walk, measure, m)
         cfg = scaled(walk.space, walk.best.config, half)
-        if cfg is not None:
-            walk.jump(cfg, measure)
+        stepped = walk.jump(cfg, measure) if cfg is not None else None
         if walk.best is before:
             uncontend(walk, measure, half)
+        elif i == 0 and stepped is walk.best and m is not None and m.ok \
+                and m.cpu_busy < BUSY_CPU:
+            uncontend(walk, measure, 1.0, stepped)
         if i == 0 and walk.best is before:
             cfg = scaled(walk.space, walk.best.config, 1 / half)
             if cfg is not None:

@@ -405,9 +405,10 @@ class GilBoundEnv:
     native_autotune = False
     cpu_budget, ram_budget = 2, 1 << 30
 
-    def __init__(self, busy=False, noisy_first_round=False, signals=False):
+    def __init__(self, busy=False, noisy_first_round=False, signals=False,
+                 noisy_half_step=False):
         self.space, self.t, self.busy = SPACE, 0.0, busy
-        self.noisy_first_round = noisy_first_round
+        self.noisy_first_round, self.noisy_half_step = noisy_first_round, noisy_half_step
         # As tf.data's model reads a GIL-bound stage: its calls busy (waiting on the lock).
         self.signals = {"read": 0.95, "map": 0.5, "pool": 0.5} if signals else {}
 
@@ -422,6 +423,8 @@ class GilBoundEnv:
             rate = 1700.0 if parallel else 950.0
         elif self.noisy_first_round and config["read"] == 4:
             rate = 1050.0  # one lucky window: the first scaling round seems to pay
+        elif self.noisy_half_step and config["read"] == 2:
+            rate = 1050.0  # one lucky window: the half step after a lost round seems to pay
         else:
             rate = 850.0 if parallel else 1000.0
         return Measurement(config=dict(config), throughput=rate, seconds=1.0,
@@ -454,6 +457,24 @@ def test_the_one_thread_pool_jump_follows_a_later_round_when_a_noisy_first_one_w
     # x4 kept, x16 and x8 lost: the jump is to x8's stages on one pool thread.
     first = [m.config for m in out.history[:6]]
     assert {"read": 8, "map": 8, "prefetch": BUFFER_FLOOR, "pool": 1} in first
+
+
+def test_a_half_step_that_wins_after_a_lost_first_round_is_tried_on_a_one_thread_pool():
+    # benchmarks.generality's py_function on 2 cores: x4 lost, the half step read one lucky
+    # window and was kept, and the walk never tried a one-thread pool (0.69 of the best).
+    start = {"read": 1, "map": 1, "prefetch": 1, "pool": 2}
+    out = run_search(GilBoundEnv(noisy_half_step=True), "intune", start=start, budget_s=1e9,
+                     max_steps=12, seed=0, progress=False)
+    first = [m.config for m in out.history[:4]]
+    assert first[1:] == [{"read": 4, "map": 4, "prefetch": BUFFER_FLOOR, "pool": 8},
+                         {"read": 2, "map": 2, "prefetch": BUFFER_FLOOR, "pool": 4},
+                         {"read": 2, "map": 2, "prefetch": BUFFER_FLOOR, "pool": 1}]
+    assert out.best.config["pool"] == 1 and min(out.best.config["read"],
+                                                 out.best.config["map"]) >= 2
+    # On a busy CPU the lost round means no capacity: no one-thread-pool jump after it.
+    busy = run_search(GilBoundEnv(busy=True, noisy_half_step=True), "intune", start=start,
+                      budget_s=1e9, max_steps=4, seed=0, progress=False)
+    assert all(m.config["pool"] != 1 for m in busy.history[:4])
 
 
 def test_a_signal_round_that_loses_on_an_idle_cpu_is_tried_on_a_one_thread_pool():
