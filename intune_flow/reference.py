@@ -10,7 +10,6 @@ time, a factory bound by assignment) is left to the task, where the module is im
 from __future__ import annotations
 
 import ast
-import difflib
 import importlib.util
 import re
 from dataclasses import dataclass
@@ -79,9 +78,8 @@ def check_reference(ref: str, kwargs=None, *, what: str = "pipeline",
         raise PipelineError(f"{what}={ref!r}: no module named {module!r} can be found; install "
                             "it, put its directory on PYTHONPATH, or fix the spelling")
     if found.names is not None and attr.split(".")[0] not in found.names:
-        close = difflib.get_close_matches(attr, sorted(found.names), n=3)
-        hint = f"; did you mean {close}?" if close else ""
-        raise PipelineError(f"{what}={ref!r}: module {module!r} defines no {attr!r}{hint}")
+        raise PipelineError(f"{what}={ref!r}: module {module!r} defines no {attr!r}"
+                            f"{did_you_mean([attr], sorted(found.names))}")
     check_arguments(ref, found, kwargs)
     return found
 

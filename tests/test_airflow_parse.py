@@ -59,7 +59,7 @@ def test_test_dags_import_without_errors():
     ('pipeline="examples.criteo:criteo_pipeline", strict="maybe"', "strict must be True or False"),
     ('"examples.criteo:criteo_pipeline"', "positional"),
     ('pipeline="examples.criteo:criteo_pipline"',
-     "module 'examples.criteo' defines no 'criteo_pipline'; did you mean ['criteo_pipeline']"),
+     "module 'examples.criteo' defines no 'criteo_pipline' (did you mean 'criteo_pipline' -> 'criteo_pipeline'?)"),
     ('pipeline="examples.criteo:criteo_pipeline", pipeline_kwargs={"batchsize": 64}',
      "takes no argument(s) ['batchsize'] (did you mean 'batchsize' -> 'batch_size'?)"),
 ])

@@ -31,7 +31,7 @@ def test_strings_from_the_command_line_are_coerced():
     ({"pipeline": "examples.dlrm.train"}, "malformed"),
     ({"pipeline": "examples.dlrm:"}, "malformed"),
     ({"pipeline": "no_such_module_xyz:f"}, "no module named 'no_such_module_xyz'"),
-    ({"pipeline": "examples.dlrm:trian"}, r"defines no 'trian'; did you mean \['train'\]"),
+    ({"pipeline": "examples.dlrm:trian"}, r"defines no 'trian' \(did you mean 'trian' -> 'train'\?\)"),
     ({"pipeline": REF, "cache": "s3://"}, "cache: cache URI 's3://' names no bucket"),
     ({"pipeline": REF, "cache": "ftp://host/x"}, "scheme 'ftp':// is not supported"),
     ({"pipeline": REF, "budget_s": -1}, "budget_s must be a positive number of seconds, got -1"),

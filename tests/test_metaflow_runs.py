@@ -95,7 +95,7 @@ def card_summary(components: list[dict]) -> dict:
 @pytest.mark.parametrize("spec, message", [
     ("intune:pipeline=no_such_module_xyz:f", "no module named 'no_such_module_xyz'"),
     ("intune:pipeline=tiny_pipelines.tiny_pipeline", "malformed"),
-    ("intune:pipeline=tiny_pipelines:tiny_pipline", "defines no 'tiny_pipline'; did you mean"),
+    ("intune:pipeline=tiny_pipelines:tiny_pipline", "defines no 'tiny_pipline' (did you mean 'tiny_pipline' -> 'tiny_pipeline'?)"),
     ("intune:pipeline=tiny_pipelines:tiny_pipeline,cache=s3://", "names no bucket"),
     ("intune:pipeline=tiny_pipelines:tiny_pipeline,budget_s=-5", "budget_s must be a positive number of seconds, got -5"),
     ("intune:pipeline=tiny_pipelines:tiny_pipeline,timeout_s=0", "timeout_s must be a positive number of seconds, got 0"),

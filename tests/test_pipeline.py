@@ -283,7 +283,7 @@ def test_a_reference_is_checked_from_its_source_without_importing_it(tmp_path, m
         check_reference("src_only_pipes:fixed", {"batch": 4})
     check_reference("src_only_pipes:open_ended", {"anything": 1})
     check_reference("src_only_pipes:alias", {"anything": 1})      # not a def: left to the task
-    with pytest.raises(PipelineError, match=r"defines no 'fixd'; did you mean \['fixed'\]"):
+    with pytest.raises(PipelineError, match=r"defines no 'fixd' \(did you mean 'fixd' -> 'fixed'\?\)"):
         check_reference("src_only_pipes:fixd")
     with pytest.raises(PipelineError, match="no module named 'no_such_mod_xyz'"):
         check_reference("no_such_mod_xyz:f")
