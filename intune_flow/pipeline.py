@@ -246,6 +246,14 @@ class Pipeline:
                                    batched=False, batch_size=batch, stages={}, adapter=adapter,
                                    records_stated=stated is not None, own_options=own,
                                    pool_knob=pool_knob)
+        if not tuple(knobs.space) and adapter.FRAMEWORK == "tf.data":
+            msg = (f"pipeline {self.name} declares no knobs of its own: only "
+                   f"{', '.join(repr(n) for n in implicit) or 'no'} implicit knob(s) are tuned, "
+                   "and every stage keeps the parallelism and buffers the factory wrote; "
+                   "declare them with the knobs it takes first "
+                   "(num_parallel_calls=knobs.parallelism(\"parse\"))")
+            log.warning(msg)
+            desc = replace(desc, warnings=desc.warnings + (msg,))
         if adapter.FRAMEWORK == "tf.data":   # torchdata replaces AUTOTUNE with values itself
             rejected = self._autotune_rejected(desc)
             if rejected:
@@ -561,7 +569,10 @@ def _check_kwargs(factory: Callable, kwargs: Mapping[str, Any], name: str) -> No
     A missing required argument is left to the build (it may come with ``build(**kw)``).
     """
     params = _parameters(factory)
-    if params is None or any(p.kind is p.VAR_KEYWORD for p in params):
+    if params is None:
+        return
+    _check_knobs_slot(params, kwargs, name)
+    if any(p.kind is p.VAR_KEYWORD for p in params):
         return
     takes = [p.name for p in params[1:] if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     unknown = sorted(set(kwargs) - set(takes))
@@ -579,6 +590,26 @@ def _parameters(factory: Callable) -> list[inspect.Parameter] | None:
         return None
 
 
+_NOT_KNOBS = (int, float, str, bytes, os.PathLike)
+"""Defaults a knobs parameter cannot have: a first parameter defaulting to one of these is a
+factory argument (``def f(batch_size=256)``) that the knobs would silently replace."""
+
+
+def _check_knobs_slot(params: list, kwargs: Mapping[str, Any], name: str) -> None:
+    """Raise :class:`FactoryError` when the factory's first parameter, where the knobs go,
+    is one of its arguments: given in ``kwargs``, or defaulting to a value knobs cannot be."""
+    first = params[0] if params else None
+    if first is None or first.kind not in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD):
+        return
+    if first.name in kwargs or isinstance(first.default, _NOT_KNOBS):
+        given = "is given in pipeline_kwargs" if first.name in kwargs \
+            else f"defaults to {first.default!r}"
+        raise FactoryError(f"pipeline factory {name}'s first parameter {first.name!r} {given}, "
+                           "but intune_flow passes the knobs there: a factory takes them first, "
+                           f"def my_pipeline(knobs, {first.name}=..., ...), and declares its "
+                           "knobs with them (knobs.parallelism('map', ...))")
+
+
 def _check_complete(factory: Callable, kwargs: Mapping[str, Any], name: str) -> None:
     params = _parameters(factory)
     if params is None:
@@ -589,6 +620,7 @@ def _check_complete(factory: Callable, kwargs: Mapping[str, Any], name: str) -> 
         raise FactoryError(f"pipeline factory {name} takes no positional argument for the "
                             "knobs: a factory takes them first, def my_pipeline(knobs, ...), "
                             "and declares its knobs with them (knobs.parallelism('map', ...))")
+    _check_knobs_slot(params, kwargs, name)
     missing = [p.name for p in params[1:] if p.default is p.empty and p.name not in kwargs
                and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     if missing:

@@ -318,3 +318,19 @@ def test_apply_config_warns_of_a_key_that_misspells_what_it_applies():
                                          r"mean 'threadpool'\?"):
         out = intune_flow.apply_config(ds, {"thread_pool": 32})
     assert out.options().threading.private_threadpool_size in (None, 0)
+
+
+def _no_knobs_declared(knobs):
+    # A README-only trial's factory: the parallelism written in, the knobs taken and unused.
+    return tf.data.Dataset.range(1000).repeat().map(lambda x: x + 1, num_parallel_calls=4) \
+        .batch(10).prefetch(2)
+
+
+def test_a_tf_data_factory_that_declares_no_knobs_is_told_what_is_tuned():
+    desc = Pipeline(_no_knobs_declared).describe()
+    assert desc.space.names == ("threadpool",)
+    [warning] = [w for w in desc.warnings if "declares no knobs" in w]
+    assert "only 'threadpool' implicit knob(s) are tuned" in warning
+    assert 'knobs.parallelism("parse")' in warning
+    # A factory that declares one is not told.
+    assert not [w for w in Pipeline(tiny).describe().warnings if "declares no knobs" in w]

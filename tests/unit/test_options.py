@@ -149,6 +149,25 @@ def _no_knobs():
     raise AssertionError("never built: the arguments are checked first")
 
 
+def _batch_size_first(batch_size=256, data_dir="/data"):
+    raise AssertionError("never built: the arguments are checked first")
+
+
+def test_a_factory_whose_first_parameter_is_an_argument_raises_before_tuning():
+    # A README-only trial's factory forgot the knobs; the knobs object landed in batch_size
+    # and every build failed inside TensorFlow with a message that never said why.
+    from intune_flow import tune
+    from intune_flow.errors import FactoryError
+    with pytest.raises(FactoryError, match=r"first parameter 'batch_size' defaults to 256, but "
+                                           r"intune_flow passes the knobs there: a factory takes "
+                                           r"them first, def my_pipeline\(knobs, batch_size="):
+        tune(_batch_size_first, budget_s=5, cache="memory://args")
+    with pytest.raises(FactoryError, match=r"first parameter 'batch_size' is given in "
+                                           r"pipeline_kwargs"):
+        tune(_batch_size_first, budget_s=5, cache="memory://args",
+             pipeline_kwargs={"batch_size": 8})
+
+
 def test_a_factory_that_cannot_be_called_with_its_arguments_raises_before_tuning():
     from intune_flow import tune
     # Every build would fail the same way, so there is nothing to fall back to.
