@@ -67,7 +67,11 @@ class TuningPolicy:
     machine made busy by other jobs is not taken for a slower pipeline."""
     warm_fraction: float = 0.25
     warm_min_s: float = 5.0
-    """Refining and transferring get this share of ``budget_s``, at least ``warm_min_s``."""
+    warm_min_measurements: int = 4
+    """Refining and transferring get this share of ``budget_s``, at least ``warm_min_s`` and,
+    for a refine, at least what ``warm_min_measurements`` of its verification looks took (the
+    start, the AUTOTUNE floor and two steps): on 2 cores a 5 s refine held the start alone, so
+    it cached nothing and the stale record failed every later night's verification again."""
     search_window_s: tuple[float, float] = (0.75, 2.0)
     """A search's probe window without ``window_s``: 1/20 of its budget, within these bounds,
     so that a short budget (a 10 s cold search, a 5 s refine) still holds several
@@ -75,8 +79,11 @@ class TuningPolicy:
     probe_warmup_s: float = 0.5
     """A search probe's warm-up before its window: at most half the window."""
 
-    def warm_budget(self, budget_s: float) -> float:
-        return min(budget_s, max(self.warm_min_s, self.warm_fraction * budget_s))
+    def warm_budget(self, budget_s: float, per_measurement: float = 0.0) -> float:
+        """A refine's or transfer's budget, given what one measurement costs (0: unknown);
+        never more than ``budget_s``."""
+        return min(budget_s, max(self.warm_min_s, self.warm_fraction * budget_s,
+                                 self.warm_min_measurements * per_measurement))
 
     def search_window(self, budget_s: float) -> float:
         low, high = self.search_window_s
@@ -243,9 +250,10 @@ class TuningRun:
     def refine(self, env, found: Lookup, probes: list[Measurement], why: str):
         """A short search from the cached config and policy; replaces the stale record."""
         policy = self._cached_policy(found)
+        per = max((m.seconds for m in probes), default=0.0)
         outcome, confirm, capacity = self._search(env, start=found.record.config,
-                                                  budget_s=self._warm_budget(), policy=policy,
-                                                  prior=probes)
+                                                  budget_s=self._warm_budget(per),
+                                                  policy=policy, prior=probes)
         intent = WriteIntent(outcome, confirm, capacity, stale=(found.version, 0.0),
                              cold_seconds=self._cold_seconds(found.record))
         return self._searched(outcome, confirm, intent, "refined",
@@ -356,7 +364,8 @@ class TuningRun:
             msg = (f"the budget of this search held no step beyond the start config (it took "
                    f"{outcome.seconds:.1f} s, about {per:.1f} s per measurement), so the start "
                    f"config is returned as it was and nothing was cached; give budget_s at least "
-                   f"{self._enough(per, source):.0f} s, or a shorter window_s")
+                   f"{self._enough(per, source):.0f} s{_share_note(source, self.policy)}, or a "
+                   "shorter window_s")
             log.warning(msg)
             result.warnings.append(msg)
             return result, None
@@ -497,8 +506,8 @@ class TuningRun:
         env.window_s = window_s
         env.warmup_s = min(self.policy.probe_warmup_s, window_s / 2)
 
-    def _warm_budget(self) -> float:
-        return self.policy.warm_budget(self.options.budget_s)
+    def _warm_budget(self, per_measurement: float = 0.0) -> float:
+        return self.policy.warm_budget(self.options.budget_s, per_measurement)
 
     def _enough(self, per_measurement: float, source: str) -> float:
         """A budget_s that holds about eight measurements in a search of this ``source``."""
@@ -536,6 +545,13 @@ class TuningRun:
         """The record's cold tuning seconds (what a warm start saves against)."""
         value = _positive(record.history.get("cold_tuning_seconds"), zero_ok=True)
         return value if value is not None else float(record.tuning_seconds)
+
+
+def _share_note(source: str, policy: TuningPolicy) -> str:
+    """Why a warm search's advice asks for more than eight measurements' worth."""
+    if source == "tuned":
+        return ""
+    return f" (a {source} search gets {policy.warm_fraction:.0%} of budget_s)"
 
 
 def _moved(outcome) -> bool:

@@ -187,3 +187,22 @@ def test_a_knob_left_at_its_max_is_reported_only_while_the_cpu_had_room(cache):
     best = next(m for m in r.history if m.config == r.config and m.ok)
     assert best.cpu_util >= 0.8 and at_max(r, busy.sim.space)
     assert not [w for w in r.warnings if "was tuned to its max" in w], r.warnings
+
+
+def test_a_refine_gets_at_least_four_measurements_of_its_looks_cost():
+    policy = TuningPolicy()
+    assert policy.warm_budget(20.0) == 5.0                      # a quarter, at least 5 s
+    assert policy.warm_budget(20.0, per_measurement=2.0) == 8.0
+    assert policy.warm_budget(100.0, per_measurement=2.0) == 25.0
+    assert policy.warm_budget(20.0, per_measurement=9.0) == 20.0   # never over budget_s
+
+
+def test_a_short_refine_still_searches_past_its_start(target, cache):
+    # A README-only trial's nightly DAG at budget_s=20: the refine's 5 s held the cached
+    # config and one step (here 2.5 s each), too few to move off a lucky record.
+    _run(target, cache, budget_s=20, window_s=2.0)
+    slowed = _run(target.slowed(4.0), cache, budget_s=20, window_s=2.0)
+    assert slowed.source == "refined"
+    looks = TuningPolicy().verify_looks
+    searched = slowed.history[looks:-1]         # after the looks, before the confirming probe
+    assert len(searched) >= TuningPolicy().warm_min_measurements
