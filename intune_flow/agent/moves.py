@@ -285,8 +285,8 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
     won, its own stages are tried on a one-thread pool too: a pipeline more threads did not
     speed up may be held by contention, and one window of the half step (on 2 cores they
     spread by 20-40%) does not rule that out. If the very first round and all of that fail
-    (the start is already over-provisioned), the stages are scaled down. Each jump is one measurement; an
-    OOM is abandoned like any other.
+    (the start is already over-provisioned), the stages are scaled down. Each jump is one
+    measurement; an OOM is abandoned like any other.
     """
     if not walk.best.ok:
         return
