@@ -287,8 +287,11 @@ class TuningRun:
             config, what = self.description.space.defaults(), "the factory defaults"
         else:
             config, what = {}, "the factory defaults"
-        log.warning("tuning failed (%s); using %s so training can go on", reason, what)
-        return TuneResult.fallback(reason, config=config, what=what, **self._identity())
+        msg = f"tuning failed ({reason}); using {what} so training can go on"
+        log.warning(msg)
+        result = TuneResult.fallback(reason, config=config, what=what, **self._identity())
+        result.warnings.append(msg)     # the warnings hold every warning the run logged
+        return result
 
     # -- verification --------------------------------------------------------------------
     def _verify(self, env, config: dict, record: Record) -> tuple[list[Measurement], bool, str]:

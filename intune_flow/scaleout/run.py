@@ -218,7 +218,8 @@ class ScaleOutRun(TuningRun):
         left of ``budget_s`` (at least the warm-start minimum)."""
         if self.description is None:
             return super().fallback(reason)
-        log.warning("scale-out failed (%s); tuning on this node instead", reason)
+        msg = f"scale-out failed ({reason}); tuning on this node instead"
+        log.warning(msg)
         budget = self.options.budget_s
         if self._clock0 is not None:
             budget = max(self.policy.warm_min_s, budget - (time.perf_counter() - self._clock0))
@@ -235,6 +236,7 @@ class ScaleOutRun(TuningRun):
         result.reason = (f"scale-out with workers={self.spec} failed ({reason}); tuned on this "
                          f"node instead (single-node source {was})")
         result.worker_pool = str(self.spec)
+        result.warnings.insert(0, msg)
         return result
 
     # -- the record ---------------------------------------------------------------------------

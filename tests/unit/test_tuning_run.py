@@ -142,6 +142,11 @@ def test_every_probe_failing_falls_back_to_the_cached_config(target, cache):
     r = _run(broken, cache)
     assert r.source == "fallback" and r.config == cold.config
     assert "using the cached config" in r.reason
+    # The warnings hold what the run logged, the fallback first among them (a README-only
+    # trial read result.warnings == [] on a run that had fallen back).
+    assert [w for w in r.warnings if w.startswith("tuning failed (")] == [
+        f"tuning failed ({r.reason.rsplit('; using', 1)[0]}); using the cached config so "
+        "training can go on"]
 
 
 def test_every_probe_failing_on_a_miss_falls_back_to_the_defaults(target, cache):
