@@ -360,9 +360,13 @@ class TuningRun:
                               history=list(prior) + list(outcome.history) + [confirm])
         if self.options.method in SEARCHING:
             self._warn_at_max(result, best)
-        if self.options.method in SEARCHING and not _moved(outcome):
+        if self.options.method in SEARCHING and not _moved(outcome) \
+                and outcome.stopped != "converged":
             # Caching the start would make the next run a hit on an untuned (or, after
-            # drift, stale) config: say so and let the next run search.
+            # drift, stale) config: say so and let the next run search. A search that
+            # converged without a move open (an all-AUTOTUNE start whose choices the probe
+            # did not read) has its answer in the start: cached with today's figure, so a
+            # lucky night's record is not verified against again and again.
             per = outcome.seconds / max(1, len(outcome.history))
             msg = (f"the budget of this search held no step beyond the start config (it took "
                    f"{outcome.seconds:.1f} s, about {per:.1f} s per measurement), so the start "

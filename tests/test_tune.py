@@ -373,6 +373,24 @@ def test_drift_refines_and_replaces_the_stale_record(cache_dir):
 
 
 @pytest.mark.slow
+def test_a_nightly_refine_at_twenty_seconds_replaces_a_lucky_all_autotune_record(cache_dir):
+    # A README-only trial's nightly DAG: night 1 cached all-AUTOTUNE with a lucky figure; at
+    # budget_s=20 the refine's 5 s held only that config again ("held no step"), so the
+    # record stayed and every later night failed its verification anew.
+    cold = tune(TINY, budget_s=3, cache=cache_dir, **CACHED)
+    cache = get_cache(cache_dir)
+    data, _ = cache.get(cold.cache_key)
+    inflated = read(cache, cold.cache_key).record.throughput * 30
+    autotune = {name: tf.data.AUTOTUNE for name in cold.config}
+    cache.put(cold.cache_key, resign(data, config=autotune, throughput=inflated))
+    night = tune(TINY, budget_s=20, cache=cache_dir, progress=False, seed=0)
+    assert night.source == "refined"
+    assert not any("held no step" in w for w in night.warnings), (
+        night.warnings, [(m.seconds, m.status, dict(m.config)) for m in night.history])
+    assert read(cache, cold.cache_key).record.throughput < inflated   # the record replaced
+
+
+@pytest.mark.slow
 def test_other_hardware_class_transfers(cache_dir):
     if intune_flow.resources.usable_cpus() < 2:
         pytest.skip("needs 2 usable cores to make two hardware classes")

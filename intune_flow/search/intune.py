@@ -93,7 +93,7 @@ def _intune(tr: Tracker, env, rng, *, policy_state, seed, continuous, learn,
             if env.cpu_budget != cores:
                 cores = _reallocate(tr, env, walk, cores)
             obs, mask = _observe(tr, walk, allow_stop=walk.since_improvement >= STOP_AFTER)
-            ending = _reached(tr, reserve)
+            ending = _reached(tr, reserve) and _end_has_work(tr, env, walk)
             action, end = _act(agent, walk, obs, mask, ending=ending, variant=variant, rng=rng)
             if end is not None:
                 if not continuous:
@@ -132,6 +132,17 @@ def _reached(tr: Tracker, reserve: float | None) -> bool:
     """Whether one more measurement would leave fewer than ``reserve`` for the end; never
     before the first step, which the budget promises (:class:`Tracker`)."""
     return reserve is not None and tr.steps > 0 and tr.measurements_left() < reserve + 1
+
+
+def _end_has_work(tr: Tracker, env, walk: Walk) -> bool:
+    """Whether the end of the search has a use for the measurements kept for it: two
+    configs to race, or a hybrid to measure. A walk from an all-AUTOTUNE config (a cached
+    one, refined) has neither until it moves, so it walks on instead of idling to its end."""
+    seen = {config_key(m.config) for m in tr.history[tr.rebased_at:] if m.ok and not m.same_as}
+    if len(seen) >= 2:
+        return True
+    return bool(_hybrid(env)) and walk.best.ok and hybrid_autotune(
+        env.space, walk.best.config, keep=kept_from_autotune(env)) is not None
 
 
 def _warm_up(tr: Tracker, env, walk: Walk, heuristics: bool = True,

@@ -578,3 +578,35 @@ def test_a_short_search_from_a_config_the_jumps_leave_alone_still_takes_a_step()
         cost = env.build_s + env.window_s
         out = run_search(env, "intune", start=top, budget_s=3.5 * cost, progress=False)
         assert out.steps >= 1, (i, [m.config for m in out.history])
+
+
+class AllAutotuneStartEnv:
+    """tf.data-like: every knob accepts AUTOTUNE, each measurement costs 1 s and reads what
+    AUTOTUNE chose; a static prefetch of 8 runs faster than AUTOTUNE's."""
+
+    native_autotune = True
+    cpu_budget, ram_budget = 2, 1 << 30
+
+    def __init__(self):
+        self.space = KnobSpace(tuple(Knob(k.name, k.kind, k.min, k.max, k.default, autotune=True)
+                                     for k in SPACE))
+        self.t = 0.0
+
+    def clock(self):
+        return self.t
+
+    def measure(self, config):
+        from intune_flow.measurement import Measurement
+        self.t += 1.0
+        rate = 1500.0 if config["prefetch"] == 8 else 1000.0
+        return Measurement(config=dict(config), throughput=rate, seconds=1.0, cpu_util=0.95,
+                           autotune_choices={"read": 2, "map": 2, "prefetch": 4, "pool": 2})
+
+
+def test_a_walk_from_an_all_autotune_start_does_not_idle_into_its_reserve():
+    # A cached all-AUTOTUNE config, refined on a short budget: nothing to race and no hybrid
+    # to measure, yet the walk stopped for the measurements it kept for them and moved nothing.
+    env = AllAutotuneStartEnv()
+    out = run_search(env, "intune", start=env.space.autotune(), budget_s=5, seed=0,
+                     progress=False)
+    assert any(m.config != env.space.autotune() for m in out.history)

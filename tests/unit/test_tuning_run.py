@@ -211,3 +211,19 @@ def test_a_short_refine_still_searches_past_its_start(target, cache):
     looks = TuningPolicy().verify_looks
     searched = slowed.history[looks:-1]         # after the looks, before the confirming probe
     assert len(searched) >= TuningPolicy().warm_min_measurements
+
+
+def test_a_search_with_no_move_open_caches_its_start(cache):
+    # A search that converged without a move open has its answer in its start (the refine
+    # of an all-AUTOTUNE config whose choices the probe did not read, here a pipeline whose
+    # knobs are all fixed): cached, not refused as "held no step".
+    import dataclasses
+
+    from intune_flow.knobs import KnobSpace
+    pipe = sample_pipeline("test", 2, cores=CORES)
+    fixed = KnobSpace(tuple(dataclasses.replace(k, max=k.min, default=k.min)
+                            for k in pipe.space))
+    r = _run(SimTarget(dataclasses.replace(pipe, space=fixed)), cache)
+    assert r.source == "tuned" and r.config == r.start_config
+    assert not any("held no step" in w for w in r.warnings), r.warnings
+    assert read(cache, r.cache_key).record is not None
