@@ -355,13 +355,21 @@ def test_damaged_record_logged_and_retuned(cache_dir, caplog):
     assert read(cache, cold.cache_key).record is not None     # repaired by the re-tune
 
 
-@pytest.mark.slow
-def test_drift_refines_and_replaces_the_stale_record(cache_dir):
+def _inflated_record(cache_dir, factor: float, all_autotune: bool = False):
+    """A cold run's record stored again with ``factor`` times its throughput (and its config
+    at all-AUTOTUNE): (the cold result, the cache, the stored throughput)."""
     cold = tune(TINY, budget_s=3, cache=cache_dir, **CACHED)
     cache = get_cache(cache_dir)
     data, _ = cache.get(cold.cache_key)
-    inflated = read(cache, cold.cache_key).record.throughput * 1000
-    cache.put(cold.cache_key, resign(data, throughput=inflated))
+    inflated = read(cache, cold.cache_key).record.throughput * factor
+    changes = {"config": {n: tf.data.AUTOTUNE for n in cold.config}} if all_autotune else {}
+    cache.put(cold.cache_key, resign(data, throughput=inflated, **changes))
+    return cold, cache, inflated
+
+
+@pytest.mark.slow
+def test_drift_refines_and_replaces_the_stale_record(cache_dir):
+    cold, cache, inflated = _inflated_record(cache_dir, 1000)
     drifted = tune(TINY, budget_s=3, cache=cache_dir, **CACHED)
     assert drifted.source == "refined"
     assert "verification probe measured" in drifted.reason
@@ -377,12 +385,7 @@ def test_a_nightly_refine_at_twenty_seconds_replaces_a_lucky_all_autotune_record
     # A README-only trial's nightly DAG: night 1 cached all-AUTOTUNE with a lucky figure; at
     # budget_s=20 the refine's 5 s held only that config again ("held no step"), so the
     # record stayed and every later night failed its verification anew.
-    cold = tune(TINY, budget_s=3, cache=cache_dir, **CACHED)
-    cache = get_cache(cache_dir)
-    data, _ = cache.get(cold.cache_key)
-    inflated = read(cache, cold.cache_key).record.throughput * 30
-    autotune = {name: tf.data.AUTOTUNE for name in cold.config}
-    cache.put(cold.cache_key, resign(data, config=autotune, throughput=inflated))
+    cold, cache, inflated = _inflated_record(cache_dir, 30, all_autotune=True)
     night = tune(TINY, budget_s=20, cache=cache_dir, progress=False, seed=0)
     assert night.source == "refined"
     assert not any("held no step" in w for w in night.warnings), (
