@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import sys
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping
 
@@ -211,10 +213,11 @@ class TuneOptions:
             from .scaleout.pools.spec import parse_pool_spec
 
             pool = parse_pool_spec(self.workers)
-            if pool.kind == "local":
+            if pool.kind == "local" or _starts_local_ray(pool):   # workers on this machine
                 from .scaleout.pools.local import check_fits
 
-                check_fits(pool.max_workers, pool.cores_per_worker, pool.ram_per_worker)
+                check_fits(pool.max_workers, pool.cores_per_worker, pool.ram_per_worker,
+                           kind=pool.kind)
         if self.ram_budget is None:
             return cpu, default_ram_budget()
         ram, rss, total = int(self.ram_budget), current_rss(), machine_ram()
@@ -411,3 +414,12 @@ _COERCE = {"seconds": _positive, "cores": _cores, "rate": _rate, "bytes": _bytes
 
 
 __all__ = ["SURFACES", "TuneOptions", "coerce"]
+
+
+def _starts_local_ray(pool) -> bool:
+    """Whether a Ray pool spec starts a Ray on this machine: no cluster address in it, none
+    in ``$RAY_ADDRESS``, and no Ray this process is connected to already."""
+    if pool.kind != "ray" or pool.address is not None or os.environ.get("RAY_ADDRESS"):
+        return False
+    ray = sys.modules.get("ray")
+    return not (ray is not None and getattr(ray, "is_initialized", lambda: False)())

@@ -75,8 +75,11 @@ def cold(tmp_path_factory):
     """One cold scale-out tuning run of the latency-bound pipeline on at most 2 workers."""
     cache = str(tmp_path_factory.mktemp("scaleout-cache"))
     result = intune_flow.tune(SLEEP, workers="local:2x1", budget_s=COLD_BUDGET, cache=cache,
-                              progress=False, seed=0)
+                              progress=COLD_EVENTS.append, seed=0)
     return cache, result
+
+
+COLD_EVENTS: list[dict] = []
 
 
 @pytest.mark.slow
@@ -107,6 +110,23 @@ def test_cold_scaleout_picks_workers_and_carries_every_measurement(cold):
     back = TuneResult.from_dict(json.loads(json.dumps(r.to_dict())))
     assert (back.workers, back.worker_pool, back.config) == (r.workers, r.worker_pool, r.config)
     _no_workers_left()
+
+
+@pytest.mark.slow
+def test_a_scaleout_run_reports_progress_to_the_callback_it_was_given(cold):
+    # A README-only trial: with workers= a run printed nothing for 13-42 s and a callback
+    # got no event, where the README promises progress.
+    _, r = cold
+    methods = [(ev["event"], ev["method"]) for ev in COLD_EVENTS]
+    assert methods[0] == ("start", "intunex") and methods[-1] == ("done", "intunex")
+    trainer = next(s for s in r.scaleout_stages if s["stage"] == "tune the trainer")
+    assert (("measure", "intune, trainer") in methods) == trainer["ran"]   # its node search
+    done = COLD_EVENTS[-1]
+    assert done["config"]["workers"] == r.workers and done["best"] == pytest.approx(r.throughput)
+    skipped = [s["stage"] for s in r.scaleout_stages if not s["ran"]]
+    assert all(stage in done["stopped"] for stage in skipped)
+    from intune_flow.progress import format_event
+    assert format_event(done).startswith("[intunex] done after ")
 
 
 @pytest.mark.slow

@@ -72,6 +72,19 @@ def _as_written(measurements, autotune: dict):
                  and dict(m.config) == autotune), None)
 
 
+def _done_event(outcome, env, elapsed: float) -> dict:
+    """The scale-out search's "done" progress event: the pick and the stages the budget
+    skipped (a short budget on a small machine may never start a worker)."""
+    pick = outcome.pick
+    skipped = [s["stage"] for s in outcome.stages if not s["ran"]]
+    return {"event": "done", "method": "intunex", "step": len(env.measurements),
+            "elapsed": elapsed, "best": pick.delivered, "throughput": pick.delivered,
+            "config": {"workers": outcome.workers, **dict(pick.config)},
+            "status": "ok" if pick.ok else pick.status,
+            "stopped": (f"skipped for the budget: {', '.join(skipped)}" if skipped
+                        else "every stage ran")}
+
+
 class ScaleOutRun(TuningRun):
     """One ``tune(..., workers=spec)``; ``pool_kwargs`` go to the pool
     (``registration_timeout_s=``, ...)."""
@@ -163,15 +176,20 @@ class ScaleOutRun(TuningRun):
         from ..search import run_search
         from ..search.intune import load_policy
 
+        from ..progress import make_progress
+
         env, seed = self.cluster, self.options.seed
         load_policy()          # off the clock, as in run_search; ScaleOut loads its own below
         node_budget = max(NODE_SHARE * budget_s, NODE_MIN_WINDOWS * (env.window_s + env.warmup_s))
+        report = make_progress(self.options.progress)
 
         def node_tuner(cluster, k, budget, start=start):
             # The walk's windows at this K (all-AUTOTUNE at K = 0) count as the search's own.
             known = [m for workers, m in cluster.probes if workers == k]
+            where = "trainer" if k == 0 else "worker"
             out = run_search(cluster.node_env(k), "intune", start=start, budget_s=budget,
-                             max_steps=NODE_STEPS, seed=seed, progress=False, known=known)
+                             max_steps=NODE_STEPS, seed=seed, known=known,
+                             progress=lambda ev: report({**ev, "method": f"intune, {where}"}))
             if out.best is None or not out.best.ok:
                 raise RuntimeError(f"no config measured on the {'trainer' if k == 0 else 'worker'}"
                                    f" ({out.best.status if out.best else 'nothing measured'})")
@@ -179,8 +197,11 @@ class ScaleOutRun(TuningRun):
 
         self.scale = ScaleOut(env, Objective(), budget_s=budget_s, seed=seed,
                               node_tuner=node_tuner, node_budget_s=node_budget)
+        report({"event": "start", "method": "intunex", "budget_s": budget_s, "step": 0,
+                "config": {"workers": 0}, "best": 0.0, "throughput": 0.0, "status": "ok"})
         outcome = self.scale.search()      # the budget counts from here
         pick = outcome.pick
+        report(_done_event(outcome, env, time.perf_counter() - self._clock0))
         if not pick.ok or pick.delivered <= 0:
             raise RuntimeError(f"every scale-out measurement failed ({pick.status}: "
                                f"{pick.error})")

@@ -100,6 +100,14 @@ def test_local_workers_this_machine_cannot_hold_are_refused_by_tune_before_tunin
     with pytest.raises(OptionsError, match=rf"a local worker of {wide} cores is more than "
                                            rf"the {wide - 1} cores"):
         tune(REF, workers=f"local:2x{wide}", budget_s=5, cache="memory://fits")
+    # A Ray spec without a cluster address starts a local Ray on this machine: the same
+    # check (a README-only trial's ray:2x8 on 2 cores was taken silently).
+    with pytest.raises(OptionsError, match=rf"^workers='ray:2x{wide}': a ray worker of {wide} "
+                                           rf"cores is more than the {wide - 1} cores"):
+        tune(REF, workers=f"ray:2x{wide}", budget_s=5, cache="memory://fits")
+    with pytest.raises(OptionsError, match=r"^workers='ray:2x1:\.\.\.': .* more than this "
+                                           r"machine's"):
+        tune(REF, workers="ray:2x1:4TiB", budget_s=5, cache="memory://fits")
 
 
 def test_the_worker_class_in_cache_keys_carries_the_ram_per_worker():

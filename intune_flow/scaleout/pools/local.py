@@ -18,29 +18,31 @@ from ...errors import OptionsError, WorkerPoolError
 from .base import WorkerInfo, WorkerPool, cpu_share
 
 
-def check_fits(max_workers: int, cores_per_worker: int, ram_per_worker: int | None) -> None:
-    """Raise :class:`OptionsError` for local workers this machine cannot hold: one worker
-    pinned to more cores than this process may use, or RAM budgets that add up past the
+def check_fits(max_workers: int, cores_per_worker: int, ram_per_worker: int | None,
+               kind: str = "local") -> None:
+    """Raise :class:`OptionsError` for workers on this machine (``kind`` "local", or "ray"
+    for the local Ray a spec without an address starts) that it cannot hold: one worker
+    given more cores than this process may use, or RAM budgets that add up past the
     machine's (workers sharing cores is allowed: they take turns)."""
     from ...resources import machine_ram, usable_cpus
 
     usable = int(usable_cpus())
-    spec = f"local:{max_workers}x{cores_per_worker}"
+    spec = f"{kind}:{max_workers}x{cores_per_worker}"
     if cores_per_worker > usable:
         raise OptionsError(
-            f"workers={spec!r}: a local worker of {cores_per_worker} cores is more than the "
-            f"{usable} cores this process may use (CPU affinity / cgroup quota); local workers "
-            f"run on this machine, so give at most {usable} per worker "
-            f"('local:{max_workers}x{usable}'), or use Ray workers on other machines "
-            f"('ray://HOST:PORT:{max_workers}x{cores_per_worker}')")
+            f"workers={spec!r}: a {kind} worker of {cores_per_worker} cores is more than the "
+            f"{usable} cores this process may use (CPU affinity / cgroup quota); {kind} "
+            f"workers without a cluster address run on this machine, so give at most "
+            f"{usable} per worker ('{kind}:{max_workers}x{usable}'), or use Ray workers on "
+            f"other machines ('ray://HOST:PORT:{max_workers}x{cores_per_worker}')")
     if ram_per_worker:
         total = machine_ram()
         if ram_per_worker * max_workers > total:
             raise OptionsError(
-                f"ram_per_worker={ram_per_worker / 2**30:.1f} GiB x {max_workers} local "
-                f"workers is more than this machine's {total / 2**30:.1f} GiB; state less "
-                f"per worker (e.g. '{spec}:{max(1, int(total / max_workers / 2**30))}GiB') "
-                "or fewer workers")
+                f"workers='{spec}:...': {ram_per_worker / 2**30:.1f} GiB of RAM per worker x "
+                f"{max_workers} {kind} workers is more than this machine's "
+                f"{total / 2**30:.1f} GiB; state less per worker (e.g. "
+                f"'{spec}:{max(1, int(total / max_workers / 2**30))}GiB') or fewer workers")
 
 
 DIR_PREFIX = "intune-workers-"
