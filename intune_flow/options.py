@@ -413,9 +413,6 @@ _COERCE = {"seconds": _positive, "cores": _cores, "rate": _rate, "bytes": _bytes
            "seed": _seed, "progress": _progress, "workers": _workers, "object": _anything}
 
 
-__all__ = ["SURFACES", "TuneOptions", "coerce"]
-
-
 def _starts_local_ray(pool) -> bool:
     """Whether a Ray pool spec starts a Ray on this machine: no cluster address in it, none
     in ``$RAY_ADDRESS``, and no Ray this process is connected to already."""
@@ -423,3 +420,7 @@ def _starts_local_ray(pool) -> bool:
         return False
     ray = sys.modules.get("ray")
     return not (ray is not None and getattr(ray, "is_initialized", lambda: False)())
+
+
+__all__ = ["SURFACES", "TuneOptions", "coerce"]
+

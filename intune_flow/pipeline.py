@@ -620,7 +620,6 @@ def _check_complete(factory: Callable, kwargs: Mapping[str, Any], name: str) -> 
         raise FactoryError(f"pipeline factory {name} takes no positional argument for the "
                             "knobs: a factory takes them first, def my_pipeline(knobs, ...), "
                             "and declares its knobs with them (knobs.parallelism('map', ...))")
-    _check_knobs_slot(params, kwargs, name)
     missing = [p.name for p in params[1:] if p.default is p.empty and p.name not in kwargs
                and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     if missing:

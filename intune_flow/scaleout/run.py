@@ -173,10 +173,9 @@ class ScaleOutRun(TuningRun):
     def scale_out(self, *, start, budget_s: float, source: str, reason, stale=None,
                   cold_seconds=None):
         """The cluster agent over K with the node agent nested, on the real pool."""
+        from ..progress import make_progress
         from ..search import run_search
         from ..search.intune import load_policy
-
-        from ..progress import make_progress
 
         env, seed = self.cluster, self.options.seed
         load_policy()          # off the clock, as in run_search; ScaleOut loads its own below
@@ -191,8 +190,8 @@ class ScaleOutRun(TuningRun):
                              max_steps=NODE_STEPS, seed=seed, known=known,
                              progress=lambda ev: report({**ev, "method": f"intune, {where}"}))
             if out.best is None or not out.best.ok:
-                raise RuntimeError(f"no config measured on the {'trainer' if k == 0 else 'worker'}"
-                                   f" ({out.best.status if out.best else 'nothing measured'})")
+                raise RuntimeError(f"no config measured on the {where} "
+                                   f"({out.best.status if out.best else 'nothing measured'})")
             return dict(out.best.config), float(out.best.throughput)
 
         self.scale = ScaleOut(env, Objective(), budget_s=budget_s, seed=seed,

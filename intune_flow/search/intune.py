@@ -138,8 +138,7 @@ def _end_has_work(tr: Tracker, env, walk: Walk) -> bool:
     """Whether the end of the search has a use for the measurements kept for it: two
     configs to race, or a hybrid to measure. A walk from an all-AUTOTUNE config (a cached
     one, refined) has neither until it moves, so it walks on instead of idling to its end."""
-    seen = {config_key(m.config) for m in tr.history[tr.rebased_at:] if m.ok and not m.same_as}
-    if len(seen) >= 2:
+    if len(_raceable(tr)) >= 2:
         return True
     return bool(_hybrid(env)) and walk.best.ok and hybrid_autotune(
         env.space, walk.best.config, keep=kept_from_autotune(env)) is not None
@@ -291,10 +290,7 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0) -> None:
     ``chosen_by`` notes which rule chose the best: ``"race"`` or ``"best window"``, each
     with ``", tie rule"`` where the tie rule changed the choice.
     """
-    seen: dict[tuple, list] = {}
-    for m in tr.history[tr.rebased_at:]:
-        if m.ok and not m.same_as:     # a twin's new look would be its twin's old one
-            seen.setdefault(config_key(m.config), []).append(m)
+    seen = _raceable(tr)
     left = tr.measurements_left()
     count = int(min(count, left)) if left != float("inf") else count
     top = sorted(seen.values(), key=lambda ms: -max(x.throughput for x in ms))[:count]
@@ -333,6 +329,16 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0) -> None:
     tr.set_best(start if is_start else max(ms, key=lambda x: x.throughput))
     tr.note("best_mean", mean)
     tr.note("best_looks", len(new))
+
+
+def _raceable(tr: Tracker) -> dict[tuple, list]:
+    """The configs measured ok on this machine, each with its measurements; a twin's
+    (``same_as``) are left out: its new look would be its twin's old one."""
+    seen: dict[tuple, list] = {}
+    for m in tr.history[tr.rebased_at:]:
+        if m.ok and not m.same_as:
+            seen.setdefault(config_key(m.config), []).append(m)
+    return seen
 
 
 def _tie_unraced(tr: Tracker, seen, tie: float) -> None:
