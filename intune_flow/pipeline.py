@@ -597,10 +597,17 @@ factory argument (``def f(batch_size=256)``) that the knobs would silently repla
 
 def _check_knobs_slot(params: list, kwargs: Mapping[str, Any], name: str) -> None:
     """Raise :class:`FactoryError` when the factory's first parameter, where the knobs go,
-    is one of its arguments: given in ``kwargs``, or defaulting to a value knobs cannot be."""
+    is one of its arguments: given in ``kwargs``, defaulting to a value knobs cannot be, or
+    followed by a parameter named ``knobs`` (or annotated ``Knobs``)."""
     first = params[0] if params else None
     if first is None or first.kind not in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD):
         return
+    later = next((p for p in params[1:] if _names_knobs(p)), None)
+    if later is not None and not _names_knobs(first):
+        raise FactoryError(f"pipeline factory {name} takes {later.name!r} as parameter "
+                           f"{params.index(later) + 1}, but intune_flow passes the knobs as "
+                           f"the first argument (there it would land in {first.name!r}): "
+                           f"move it first, def my_pipeline(knobs, {first.name}, ...)")
     if first.name in kwargs or isinstance(first.default, _NOT_KNOBS):
         given = "is given in pipeline_kwargs" if first.name in kwargs \
             else f"defaults to {first.default!r}"
@@ -608,6 +615,13 @@ def _check_knobs_slot(params: list, kwargs: Mapping[str, Any], name: str) -> Non
                            "but intune_flow passes the knobs there: a factory takes them first, "
                            f"def my_pipeline(knobs, {first.name}=..., ...), and declares its "
                            "knobs with them (knobs.parallelism('map', ...))")
+
+
+def _names_knobs(param: inspect.Parameter) -> bool:
+    """Whether ``param`` is meant for the knobs: named ``knobs`` or annotated ``Knobs``."""
+    note = param.annotation
+    return param.name == "knobs" or note is Knobs or (isinstance(note, str)
+                                                      and note.rsplit(".", 1)[-1] == "Knobs")
 
 
 def _check_complete(factory: Callable, kwargs: Mapping[str, Any], name: str) -> None:

@@ -168,6 +168,28 @@ def test_a_factory_whose_first_parameter_is_an_argument_raises_before_tuning():
              pipeline_kwargs={"batch_size": 8})
 
 
+def _knobs_second(batch_size, knobs):
+    raise AssertionError("never built: the arguments are checked first")
+
+
+def _annotated_second(batch_size, k: "intune_flow.Knobs" = None):
+    raise AssertionError("never built: the arguments are checked first")
+
+
+def test_a_factory_that_takes_its_knobs_after_another_parameter_is_told_to_move_them_first():
+    # A README-only trial wrote def f(batch_size, knobs): the message said to pass 'knobs' in
+    # pipeline_kwargs, a fix that cannot work (intune_flow passes them first).
+    from intune_flow import tune
+    from intune_flow.errors import FactoryError
+    for factory, param in ((_knobs_second, "knobs"), (_annotated_second, "k")):
+        for kwargs in (None, {"batch_size": 8}):
+            with pytest.raises(FactoryError, match=rf"takes '{param}' as parameter 2, but "
+                                                   r"intune_flow passes the knobs as the first "
+                                                   r"argument \(there it would land in "
+                                                   r"'batch_size'\): move it first"):
+                tune(factory, budget_s=5, cache="memory://args", pipeline_kwargs=kwargs)
+
+
 def test_a_factory_that_cannot_be_called_with_its_arguments_raises_before_tuning():
     from intune_flow import tune
     # Every build would fail the same way, so there is nothing to fall back to.

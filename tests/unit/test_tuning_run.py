@@ -136,6 +136,18 @@ def test_a_budget_the_start_spends_caches_nothing(target, cache):
     assert cache.records("") == []
 
 
+def test_a_cold_search_the_budget_ends_in_its_first_jumps_says_so(target, cache):
+    # A README-only trial's budget_s=5 returned all-AUTOTUNE at 16,000 records/s without a
+    # word, where 20 s found 270,000: a search of a few measurements is its smart start only.
+    short = _run(target, cache, budget_s=7.0, window_s=2.0)
+    assert short.source == "tuned" and 1 < len(short.history) <= 5, len(short.history)
+    # history ends with the confirming probe, which is not the search's
+    assert any(f"held only {len(short.history) - 1} measurements" in w
+               and "give budget_s at least" in w for w in short.warnings), short.warnings
+    full = _run(target, MemoryCache(), budget_s=40.0, window_s=2.0)
+    assert not any("held only" in w for w in full.warnings), full.warnings
+
+
 def test_every_probe_failing_falls_back_to_the_cached_config(target, cache):
     cold = _run(target, cache)
     broken = SimTarget(target.sim, fail=True)
