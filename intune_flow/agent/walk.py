@@ -17,7 +17,10 @@ the policy is trained on exactly the dynamics it meets when tuning:
   a knob at AUTOTUNE has no up or down move;
 * a move that beats the best by more than ``accept`` becomes the new best; one
   within ``plateau`` of the current config is kept as the current config (the walk
-  can cross flat ground); a worse one is remembered and the walk stays;
+  can cross flat ground), except a twin (``same_as``: it builds what a measured config
+  built, so the knob it moved changes nothing there, and each of its values would open
+  the same other moves again, each a real measurement); a worse one is remembered and
+  the walk stays;
 * an OOM, error or timeout is abandoned at once, penalized, and the walk returns
   to the best config; moves already tried from a config are masked.
 """
@@ -182,7 +185,7 @@ class Walk:
             threads = total_threads(self.space, effective(self.space, m, self.cpu_budget))
             if direction > 0 and threads > 2 * self.cpu_budget:
                 reward -= OVERSUB_PENALTY
-            if m.throughput >= ref * (1 - self.plateau):
+            if m.throughput >= ref * (1 - self.plateau) and not m.same_as:
                 self.current = m
         return reward, False, m
 

@@ -355,3 +355,28 @@ def test_the_policy_does_better_than_always_raising_the_most_saturated_stage():
             raise_first.append(y[max(saturated)[1]])
     assert len(policy) >= 30
     assert np.mean(policy) > np.mean(raise_first)
+
+
+def test_a_twin_does_not_become_the_current_config():
+    # A README-only trial's DataLoader: without worker processes the prefetch factor changes
+    # nothing, so each prefetch value was a free twin of the start; the walk moved onto each
+    # twin and from there measured workers=2 again at that prefetch (5 of 20 measurements).
+    space = KnobSpace((Knob("workers", "parallelism", 1, 8, 1), Knob("prefetch", "buffer", 1, 16, 2)))
+    start = Measurement(config={"workers": 1, "prefetch": 2}, throughput=100.0, cpu_util=0.5)
+    walk = Walk(space, start, cpu_budget=2, ram_budget=1 << 30)
+    measured = []
+
+    def measure(cfg):
+        if cfg["workers"] == 1:      # the same in-process loader whatever the prefetch
+            return Measurement(config=cfg, throughput=100.0, cpu_util=0.5,
+                               same_as=dict(start.config))
+        measured.append(cfg)
+        return Measurement(config=cfg, throughput=70.0, cpu_util=0.9)
+
+    prefetch_up = list(MOVES).index(1) + len(MOVES)
+    workers_up = list(MOVES).index(1)
+    for _ in range(4):
+        walk.step(prefetch_up, measure)
+        walk.step(workers_up, measure)
+    assert walk.current is walk.best is start
+    assert measured == [{"workers": 2, "prefetch": 2}]   # workers=2 once, not per prefetch
