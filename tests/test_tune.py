@@ -312,8 +312,10 @@ def test_vs_autotune_comes_from_one_search_and_a_cache_hit_reports_its_nights(ca
     # AUTOTUNE look, which a busy machine can make true of 4 s
     cold = tune(TINY, budget_s=8, cache=cache_dir, **FAST)
     assert cold.source == "tuned" and cold.autotune_throughput, cold.history
-    # (a knob at its max on an idle-looking CPU may be reported: not what this is about)
-    assert not [w for w in cold.warnings if "was tuned to its max" not in w], cold.warnings
+    # (a knob at its max on an idle-looking CPU may be reported, and a budget a busy machine
+    # let hold only a few measurements: not what this is about)
+    assert not [w for w in cold.warnings
+                if "was tuned to its max" not in w and "held only" not in w], cold.warnings
     assert cold.vs_autotune == pytest.approx(cold.throughput / cold.autotune_throughput)
     assert cold.to_dict()["vs_autotune"] == pytest.approx(cold.vs_autotune)   # in artifacts
     warm = tune(TINY, budget_s=8, cache=cache_dir, **FAST)

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass, field
 
 from ..cache.s3 import client_config
-from ..errors import CacheError
+from ..cache.base import CacheUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,8 @@ def _mask(secrets: list[str]) -> None:
 
 
 def s3_access(conn_id: str) -> S3Access:
-    """The S3 client for Airflow connection ``conn_id``; raises CacheError naming the fix."""
+    """The S3 client for Airflow connection ``conn_id``; raises CacheUnavailable naming the
+    fix when the connection cannot be read."""
     try:
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
     except ImportError:
@@ -57,12 +58,28 @@ def s3_access(conn_id: str) -> S3Access:
     return access
 
 
-def _unreadable(conn_id: str, exc: Exception) -> CacheError:
-    return CacheError(
+def _unreadable(conn_id: str, exc: Exception) -> CacheUnavailable:
+    env = f"AIRFLOW_CONN_{conn_id.upper()}"
+    how = (f" or {env}" if env.replace("_", "").isalnum()
+           else "; an id with characters other than letters, digits and '_' cannot be an "
+                "environment variable in a shell")
+    return CacheUnavailable(
         f"Airflow connection {conn_id!r} could not be read ({type(exc).__name__}: {exc}); "
-        f"define it (UI, `airflow connections add {conn_id} ...` or AIRFLOW_CONN_"
-        f"{conn_id.upper()}) or leave aws_conn_id out to use the standard boto3 "
-        "credential chain")
+        f"define it (UI, `airflow connections add {conn_id} ...`{how}) or leave aws_conn_id "
+        "out to use the standard boto3 credential chain")
+
+
+class UnreadableConnection:
+    """The S3 client of a connection that could not be read: any use raises
+    :class:`~intune_flow.cache.CacheUnavailable` saying why, so ``tune()`` goes on with its
+    local fallback cache and warns, as for an unreachable store (a cache that is not S3
+    never uses it); with ``strict=True`` that raises ``TuningError``."""
+
+    def __init__(self, error: CacheUnavailable):
+        self.error = error
+
+    def __getattr__(self, name):
+        raise CacheUnavailable(str(self.error))
 
 
 def _from_hook(S3Hook, conn_id: str) -> S3Access:
@@ -77,7 +94,7 @@ def _from_hook(S3Hook, conn_id: str) -> S3Access:
     except Exception as exc:  # noqa: BLE001 - a connection that does not parse
         raise _unreadable(conn_id, exc) from None
     if not wrapper:   # the hook found no such connection and went on without one
-        _from_connection(conn_id)   # raises the same CacheError as the direct path
+        _from_connection(conn_id)   # raises the same CacheUnavailable as the direct path
     extra = wrapper.extra_config or {}
     endpoint = (wrapper.get_service_endpoint_url("s3")
                 or os.environ.get("INTUNE_FLOW_S3_ENDPOINT_URL") or None)

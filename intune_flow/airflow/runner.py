@@ -10,9 +10,10 @@ import functools
 import logging
 from typing import Any, Mapping
 
+from ..cache.base import CacheUnavailable
 from ..errors import ConfigurationError
 from . import arguments
-from .connection import redact, s3_access
+from .connection import UnreadableConnection, redact, s3_access
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +43,14 @@ def run_tuning(raw: Mapping[str, Any], *, where: str, logger=None):
     secrets: list[str] = []
     s3_client = None
     if aws_conn_id:
-        access = s3_access(aws_conn_id)
-        s3_client, secrets = access.client, access.secrets
-        logger.info("intune: S3 credentials and endpoint from Airflow connection %r", aws_conn_id)
+        try:
+            access = s3_access(aws_conn_id)
+        except CacheUnavailable as exc:    # tune() falls back to its local cache and says why
+            s3_client = UnreadableConnection(exc)
+        else:
+            s3_client, secrets = access.client, access.secrets
+            logger.info("intune: S3 credentials and endpoint from Airflow connection %r",
+                        aws_conn_id)
     result = tune(options.pipeline, **{**options.tune_kwargs(), "s3_client": s3_client})
     report(result, logger, secrets)
     return result, secrets

@@ -82,6 +82,7 @@ class S3Cache(Cache):
         self._timeouts = (connect_timeout, read_timeout)
         self._endpoint_url = endpoint_url or os.environ.get(ENDPOINT_ENV) or None
         self._client = client
+        self._given_client = client is not None
         self._client_lock = threading.Lock()
 
     # -- plumbing ------------------------------------------------------------------------
@@ -152,7 +153,13 @@ class S3Cache(Cache):
         raise CacheUnavailable(f"{what}: S3 store at {self.uri} unavailable after "
                                f"{attempt + 1} attempt(s) ({last}); endpoint "
                                f"{self._endpoint_text()}: check that the store is up and "
-                               f"reachable, and the endpoint ({ENDPOINT_ENV})")
+                               f"reachable, and the endpoint ({self._endpoint_source()})")
+
+    def _endpoint_source(self) -> str:
+        """Where the endpoint was set: the client given (an Airflow connection's) or the env."""
+        if self._given_client:
+            return "the s3_client's endpoint_url: an Airflow connection's extra endpoint_url"
+        return ENDPOINT_ENV
 
     def _endpoint_text(self) -> str:
         """The endpoint the client talks to, without any user:password part of the URL."""
