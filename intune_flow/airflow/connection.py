@@ -79,6 +79,8 @@ class UnreadableConnection:
         self.error = error
 
     def __getattr__(self, name):
+        if name.startswith("__"):    # copy, pickle and friends probing for hooks
+            raise AttributeError(name)
         raise CacheUnavailable(str(self.error))
 
 
