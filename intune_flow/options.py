@@ -423,4 +423,3 @@ def _starts_local_ray(pool) -> bool:
 
 
 __all__ = ["SURFACES", "TuneOptions", "coerce"]
-

@@ -292,10 +292,8 @@ class TuningRun:
             config, what = self.description.space.defaults(), "the factory defaults"
         else:
             config, what = {}, "the factory defaults"
-        msg = f"tuning failed ({reason}); using {what} so training can go on"
-        log.warning(msg)
         result = TuneResult.fallback(reason, config=config, what=what, **self._identity())
-        result.warnings.append(msg)     # the warnings hold every warning the run logged
+        _warn(result, f"tuning failed ({reason}); using {what} so training can go on")
         return result
 
     # -- verification --------------------------------------------------------------------
@@ -363,34 +361,31 @@ class TuningRun:
                               start_throughput=start.throughput if start and start.ok else 0.0,
                               reason=reason,
                               history=list(prior) + list(outcome.history) + [confirm])
-        if self.options.method in SEARCHING:
-            self._warn_at_max(result, best)
-        if self.options.method in SEARCHING and not _moved(outcome) \
-                and outcome.stopped != "converged":
+        if self.options.method not in SEARCHING:
+            return result, intent
+        self._warn_at_max(result, best)
+        measured = len(outcome.history)
+        per = outcome.seconds / max(1, measured)
+        if not _moved(outcome) and outcome.stopped != "converged":
             # Caching the start would make the next run a hit on an untuned (or, after
             # drift, stale) config: say so and let the next run search. A search that
             # converged without a move open (an all-AUTOTUNE start whose choices the probe
             # did not read) has its answer in the start: cached with today's figure, so a
             # lucky night's record is not verified against again and again.
-            per = outcome.seconds / max(1, len(outcome.history))
-            msg = (f"the budget of this search held no step beyond the start config (it took "
-                   f"{outcome.seconds:.1f} s, about {per:.1f} s per measurement), so the start "
-                   f"config is returned as it was and nothing was cached; give budget_s at least "
-                   f"{self._enough(per, source):.0f} s{_share_note(source, self.policy)}, or a "
-                   "shorter window_s")
-            log.warning(msg)
-            result.warnings.append(msg)
+            _warn(result, f"the budget of this search held no step beyond the start config "
+                          f"(it took {outcome.seconds:.1f} s, about {per:.1f} s per "
+                          "measurement), so the start config is returned as it was and "
+                          f"nothing was cached; give budget_s at least "
+                          f"{self._enough(per, source):.0f} s"
+                          f"{_share_note(source, self.policy)}, or a shorter window_s")
             return result, None
-        few = len(outcome.history) < self.policy.few_measurements
-        if self.options.method in SEARCHING and source == "tuned" \
-                and outcome.stopped == "budget" and few:
-            per = outcome.seconds / max(1, len(outcome.history))
-            msg = (f"the budget of this search held only {len(outcome.history)} measurements "
-                   f"(about {per:.1f} s each): it ended in its first whole-config jumps, "
-                   "before the single-knob walk, so a longer search may find a faster config; "
-                   f"give budget_s at least {self._enough(per, source):.0f} s")
-            log.warning(msg)
-            result.warnings.append(msg)
+        if source == "tuned" and outcome.stopped == "budget" \
+                and measured < self.policy.few_measurements:
+            _warn(result, f"the budget of this search held only {measured} measurements "
+                          f"(about {per:.1f} s each): it ended in its first whole-config "
+                          "jumps, before the single-knob walk, so a longer search may find a "
+                          f"faster config; give budget_s at least "
+                          f"{self._enough(per, source):.0f} s")
         return result, intent
 
     def _warn_at_max(self, result: TuneResult, m: Measurement) -> None:
@@ -400,8 +395,7 @@ class TuningRun:
         if m.ok and m.cpu_util < BUSY_CPU:
             for msg in at_their_max(self.description.space, result.config,
                                     self.description.implicit):
-                log.warning(msg)
-                result.warnings.append(msg)
+                _warn(result, msg)
 
     # -- writing -------------------------------------------------------------------------
     def _write(self, result: TuneResult, intent: WriteIntent) -> None:
@@ -415,9 +409,7 @@ class TuningRun:
             if self.options.strict:
                 raise TuningError(f"writing the cache record failed: "
                                   f"{describe_error(exc)}") from exc
-            msg = f"could not store the tuning record: {describe_error(exc)}"
-            log.warning(msg)
-            result.warnings.append(msg)
+            _warn(result, f"could not store the tuning record: {describe_error(exc)}")
             return
         if written is not None:
             log.info("cache %s: %s %s (stored %.0f/s)", self.cache.uri, written.action,
@@ -567,6 +559,13 @@ class TuningRun:
         """The record's cold tuning seconds (what a warm start saves against)."""
         value = _positive(record.history.get("cold_tuning_seconds"), zero_ok=True)
         return value if value is not None else float(record.tuning_seconds)
+
+
+def _warn(result: TuneResult, msg: str) -> None:
+    """Log ``msg`` as a warning and keep it in ``result.warnings``, which hold every warning
+    the run logged."""
+    log.warning(msg)
+    result.warnings.append(msg)
 
 
 def _share_note(source: str, policy: TuningPolicy) -> str:

@@ -156,9 +156,11 @@ class S3Cache(Cache):
                                f"reachable, and the endpoint ({self._endpoint_source()})")
 
     def _endpoint_source(self) -> str:
-        """Where the endpoint was set: the client given (an Airflow connection's) or the env."""
+        """Where the endpoint was set: the client given (with InTuneOperator's aws_conn_id,
+        its connection's) or the env."""
         if self._given_client:
-            return "the s3_client's endpoint_url: an Airflow connection's extra endpoint_url"
+            return ("the s3_client's endpoint_url; with aws_conn_id, an Airflow connection's "
+                    "extra endpoint_url")
         return ENDPOINT_ENV
 
     def _endpoint_text(self) -> str:
