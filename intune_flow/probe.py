@@ -22,7 +22,9 @@ It stops early with status ``"oom"`` when RSS passes ``ram_budget`` or, growing 
 rate of its last ~0.1 s, would pass it before the sampler's next look (twice its recent
 longest gap between samples, at most 0.25 s: under CPU contention the sampler wakes late
 and looks further ahead); the worker thread also reads RSS at element boundaries (every
-2 ms at most), so a starved sampler does not leave a leak unchecked. It stops early with
+2 ms at most), so a starved sampler does not leave a leak unchecked. A config does not
+run at all (``"oom"``) when the process already holds more than ``ram_budget`` (what an
+earlier config's leak left behind), since running it could only add to that. It stops early with
 ``"timeout"`` when no element arrives for ``timeout_s`` (a hung factory or stage),
 ``"error"`` when building or iterating raises, and ``"empty"`` when the dataset yields
 nothing. Elements slower than the window (a latency-bound stage at low parallelism under a
@@ -377,6 +379,14 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
     # (t, elements, records, cpu seconds, time of the latest element, idle CPU seconds)
     samples: list[tuple[float, int, int, float, float, float]] = []
     guard.peak = guard.reading()
+    if guard.peak > ram_budget:
+        # Running it would only add to what is held (a leak earlier probes left behind).
+        return _failed(full, STATUS_OOM,
+                       f"RSS {guard.peak / 2**20:.0f} MiB was already past the RAM budget "
+                       f"{ram_budget / 2**20:.0f} MiB before this config ran (held by "
+                       f"earlier work in this process, such as an earlier config that "
+                       f"leaked); the config was not run: raise ram_budget or free that "
+                       f"memory", started, peak_rss=guard.peak)
     status, error = STATUS_OK, None
     processes = WorkerProcesses()
     watch = _SlowWatch(pipeline, full, warmup_s, window_s, off=desc.records_stated)
@@ -445,10 +455,13 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
     return m
 
 
-def _failed(config, status: str, error: str, started: float) -> Measurement:
-    """The measurement of a probe whose pipeline could not even be described."""
-    return Measurement(config=dict(config or {}), peak_rss=current_rss(), status=status,
-                       error=error, seconds=time.perf_counter() - started)
+def _failed(config, status: str, error: str, started: float,
+            peak_rss: int | None = None) -> Measurement:
+    """The measurement of a probe whose config did not run (its pipeline could not be
+    described, or the process was already past its RAM budget)."""
+    return Measurement(config=dict(config or {}),
+                       peak_rss=current_rss() if peak_rss is None else int(peak_rss),
+                       status=status, error=error, seconds=time.perf_counter() - started)
 
 
 def _from_stages(config, samples, slow, desc, cpu_budget) -> Measurement:

@@ -122,9 +122,24 @@ def test_parallelism_and_threadpool_put_blocking_calls_in_flight_together():
 
 
 @pytest.mark.timeout(120)   # a window the test never waits out: only an early stop passes
-def test_oom_when_ram_budget_is_below_current_rss_stops_before_the_window():
-    m = probe(sleepy, window_s=3600, ram_budget=current_rss() // 2)
-    assert m.status == "oom" and "RAM budget" in m.error
+def test_a_config_is_not_run_when_the_process_is_already_past_the_ram_budget():
+    # What an earlier config's leak leaves behind: running this one would only add to it.
+    calls = []
+
+    def counted(knobs):
+        ds = tf.data.Dataset.range(10**9).map(
+            lambda i: tf.numpy_function(lambda x: calls.append(x) or x, [i], tf.int64),
+            num_parallel_calls=knobs.parallelism("read", max=8))
+        return ds.batch(16)
+
+    pipeline = Pipeline.load(counted)
+    pipeline.describe()     # discovery reads a few elements; the config's run would read more
+    calls.clear()
+    held = current_rss()
+    m = probe(pipeline, {"read": 4}, window_s=3600, ram_budget=held // 2)
+    assert m.status == "oom" and "already past the RAM budget" in m.error
+    assert "raise ram_budget" in m.error and m.config["read"] == 4
+    assert calls == [] and m.peak_rss >= held // 2
 
 
 def test_oom_stops_a_leaking_pipeline_within_budget_plus_margin():
