@@ -250,3 +250,71 @@ def test_the_end_of_the_search_grows_a_kept_knob_that_holds_the_hybrid_back():
     assert grown.config == {**hybrid.config, "read": grown.config["read"]}
     assert grown.config["read"] >= 2
     assert tr.best is grown and grown.throughput > 1.5 * hybrid.throughput
+
+
+def test_the_hybrid_gets_a_pool_cut_to_the_cores_when_autotune_kept_the_cpu_busy():
+    """A search the budget cut after its scaling holds a best config with a 32-thread pool
+    on 2 cores. Where all-AUTOTUNE (on one thread per core) kept the CPU busy, the stages
+    want cores, so the hybrid runs on a pool cut to 1.5 threads per core; where AUTOTUNE
+    starved a latency-bound read, the hybrid keeps the best's pool for the calls in flight."""
+    from intune_flow.search.intune import _measure_hybrid
+    from intune_flow.search.tracker import Tracker
+
+    def hybrid_after(p, best, measure_autotune=True):
+        env = SimEnv(p, seed=0, native_autotune=True)
+        tr = Tracker(env, "intune", budget_s=1e9, max_steps=None, progress=lambda ev: None)
+        start = tr.measure(best, start=True)
+        auto = tr.measure(p.space.autotune()) if measure_autotune else None
+        walk = Walk(p.space, start, cpu_budget=2, ram_budget=p.ram_budget, autotune=True)
+        _measure_hybrid(tr, env, walk)
+        return start, auto, tr.history[2 if measure_autotune else 1]
+
+    space = KnobSpace((Knob("first", "parallelism", 1, 64, AUTOTUNE),
+                       Knob("second", "parallelism", 1, 64, AUTOTUNE),
+                       Knob("prefetch", "buffer", 1, 32, AUTOTUNE),
+                       Knob("pool", "threads", 1, 256, AUTOTUNE)))
+    stages = (Stage("first", cpu=0.002, io=0.0, records=1, mem=1e4, knob="first"),
+              Stage("second", cpu=0.002, io=0.0, records=1, mem=1e4, knob="second"))
+    two_maps = SimPipeline(stages=stages, buffers=(Buffer("prefetch", 1, 1e4, 0.3),),
+                           space=space, cores=2, ram_total=16 << 30, ram_budget=8 << 30,
+                           base_mem=1 << 28, contention=0.05, noise=0.0, threads_knob="pool")
+    best, auto, hybrid = hybrid_after(two_maps, {"first": 8, "second": 8, "prefetch": 2,
+                                                 "pool": 32})
+    assert best.cpu_util >= 0.8 and auto.cpu_util >= 0.8
+    assert hybrid.config == {"first": AUTOTUNE, "second": AUTOTUNE, "prefetch": 2, "pool": 3}
+    *_, unmeasured = hybrid_after(two_maps, best.config, measure_autotune=False)
+    assert unmeasured.config["pool"] == 32        # nothing says AUTOTUNE wants cores
+
+    best, auto, hybrid = hybrid_after(_io_pipeline(cores=2), {"read": 64, "map": 8,
+                                                              "prefetch": 2, "pool": 128})
+    assert best.cpu_util >= 0.8 and auto.cpu_util < 0.8
+    assert hybrid.config == {"read": AUTOTUNE, "map": AUTOTUNE, "prefetch": 2, "pool": 128}
+
+
+def test_the_scaling_keeps_its_pool_where_autotune_left_the_cpu_idle():
+    """A latency-bound read on 2 cores: the scaling's round at 64 calls on 128 threads loses
+    on a busy CPU, which alone would cut its pool to 3 threads (what a CPU-bound pipeline
+    wants), starving the read. All-AUTOTUNE, measured first, left the CPU idle: a stage
+    waits, so the warm-up keeps the pools and spends that measurement elsewhere."""
+    from intune_flow.agent.moves import scale_out
+    from intune_flow.search.intune import _warm_up
+    from intune_flow.search.tracker import Tracker
+
+    p = _io_pipeline(cores=2)
+    start_config = {"read": 1, "map": 1, "prefetch": 1, "pool": 2}
+
+    def warmed(warm):
+        # without stage signals (a probe can miss them) the smart start scales every stage
+        env = SimEnv(p, seed=0, native_autotune=True, signals=False)
+        tr = Tracker(env, "intune", budget_s=1e9, max_steps=None, progress=lambda ev: None)
+        start = tr.measure(start_config, start=True)
+        walk = Walk(p.space, start, cpu_budget=2, ram_budget=p.ram_budget, autotune=True)
+        warm(tr, env, walk)
+        return tr.history
+
+    cut = warmed(lambda tr, env, walk: scale_out(walk, tr.measure))
+    assert any(m.config["pool"] == 3 and m.config["read"] == 64 for m in cut)
+    kept = warmed(_warm_up)
+    autotune = [m for m in kept if m.config == p.space.autotune()]
+    assert autotune and autotune[0].cpu_util < 0.8
+    assert not any(m.config["pool"] == 3 for m in kept)
