@@ -15,17 +15,22 @@ SPACE = KnobSpace((Knob("read", "parallelism", 1, 64, 1), Knob("map", "paralleli
                    Knob("prefetch", "buffer", 1, 64, 1), Knob("pool", "threads", 1, 256, 1)))
 
 
-def _io_pipeline(cores=4):
-    """A read waiting 50 ms per call (it wants ~40 calls) and a cheap map, on a shared pool."""
-    space = KnobSpace((Knob("read", "parallelism", 1, 128, AUTOTUNE),
-                       Knob("map", "parallelism", 1, 64, AUTOTUNE),
+def _shared_pool_pipeline(first: Stage, second: Stage, cores: int) -> SimPipeline:
+    """Two stages and a prefetch buffer on one shared thread pool, every knob AUTOTUNE-able."""
+    space = KnobSpace((Knob(first.knob, "parallelism", 1, 128, AUTOTUNE),
+                       Knob(second.knob, "parallelism", 1, 64, AUTOTUNE),
                        Knob("prefetch", "buffer", 1, 32, AUTOTUNE),
                        Knob("pool", "threads", 1, 256, AUTOTUNE)))
-    stages = (Stage("read", cpu=0.001, io=0.05, records=1, mem=1e4, knob="read"),
-              Stage("map", cpu=0.002, io=0.0, records=1, mem=1e4, knob="map"))
-    return SimPipeline(stages=stages, buffers=(Buffer("prefetch", 1, 1e4, 0.3),), space=space,
-                       cores=cores, ram_total=16 << 30, ram_budget=8 << 30, base_mem=1 << 28,
-                       contention=0.05, noise=0.0, threads_knob="pool")
+    return SimPipeline(stages=(first, second), buffers=(Buffer("prefetch", 1, 1e4, 0.3),),
+                       space=space, cores=cores, ram_total=16 << 30, ram_budget=8 << 30,
+                       base_mem=1 << 28, contention=0.05, noise=0.0, threads_knob="pool")
+
+
+def _io_pipeline(cores=4):
+    """A read waiting 50 ms per call (it wants ~40 calls) and a cheap map, on a shared pool."""
+    return _shared_pool_pipeline(
+        Stage("read", cpu=0.001, io=0.05, records=1, mem=1e4, knob="read"),
+        Stage("map", cpu=0.002, io=0.0, records=1, mem=1e4, knob="map"), cores)
 
 
 def test_autotune_caps_parallelism_at_the_pool_it_runs_on():
@@ -269,15 +274,9 @@ def test_the_hybrid_gets_a_pool_cut_to_the_cores_when_autotune_kept_the_cpu_busy
         _measure_hybrid(tr, env, walk)
         return start, auto, tr.history[2 if measure_autotune else 1]
 
-    space = KnobSpace((Knob("first", "parallelism", 1, 64, AUTOTUNE),
-                       Knob("second", "parallelism", 1, 64, AUTOTUNE),
-                       Knob("prefetch", "buffer", 1, 32, AUTOTUNE),
-                       Knob("pool", "threads", 1, 256, AUTOTUNE)))
-    stages = (Stage("first", cpu=0.002, io=0.0, records=1, mem=1e4, knob="first"),
-              Stage("second", cpu=0.002, io=0.0, records=1, mem=1e4, knob="second"))
-    two_maps = SimPipeline(stages=stages, buffers=(Buffer("prefetch", 1, 1e4, 0.3),),
-                           space=space, cores=2, ram_total=16 << 30, ram_budget=8 << 30,
-                           base_mem=1 << 28, contention=0.05, noise=0.0, threads_knob="pool")
+    two_maps = _shared_pool_pipeline(
+        Stage("first", cpu=0.002, io=0.0, records=1, mem=1e4, knob="first"),
+        Stage("second", cpu=0.002, io=0.0, records=1, mem=1e4, knob="second"), cores=2)
     best, auto, hybrid = hybrid_after(two_maps, {"first": 8, "second": 8, "prefetch": 2,
                                                  "pool": 32})
     assert best.cpu_util >= 0.8 and auto.cpu_util >= 0.8
