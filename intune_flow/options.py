@@ -120,6 +120,11 @@ class TuneOptions:
             raise OptionsError(f"{_at(at('demand'))}demand={options.demand} records/s applies "
                                "to scale-out only; give workers= too (e.g. workers='local:4x1')"
                                " or leave demand unset")
+        if options.workers is not None and options.method not in (None, "intune"):
+            raise OptionsError(f"{_at(at('method'))}method={options.method!r} does not apply "
+                               "with workers=: scale-out runs the cluster agent with the node "
+                               "agent (method='intune') nested; leave method unset, or drop "
+                               "workers= to compare single-node methods")
         if options.pipeline is None:
             raise OptionsError(f"{_at(where)}needs pipeline={_FORM}: the dataset factory to tune")
         if source is not None and isinstance(options.pipeline, str) and not (

@@ -171,6 +171,39 @@ def test_second_run_warm_starts_with_the_same_workers(cold, lenient):
 
 
 @pytest.mark.slow
+def test_a_refine_is_never_worse_than_the_cached_config_it_verified(cold, tmp_path):
+    """A README-only trial: the verification probe read the cached config below 80% of its
+    record, and the refine's few seconds held only all-AUTOTUNE at K = 0, which was returned
+    at 0.6x the probe's figure and stored over the record. The probe is now the search's
+    start: the pick costs no more per record than it."""
+    import shutil
+
+    from intune_flow.cache import get_cache
+    from intune_flow.cache.records import read
+    from intune_flow.scaleout.cost import CostModel
+    from tests.test_cache_records import doc_of, resign
+
+    cache_dir, r = cold
+    shutil.copytree(cache_dir, tmp_path / "c")
+    cache = get_cache(str(tmp_path / "c"))
+    data, _ = cache.get(r.cache_key)
+    doc = doc_of(data)
+    doc["throughput"] *= 1000                      # a record no probe can verify
+    cache.put(r.cache_key, resign(data, doc=doc))
+    again = intune_flow.tune(SLEEP, workers="local:2x1", budget_s=12, cache=str(tmp_path / "c"),
+                             progress=False, seed=0)
+    assert again.source == "refined" and "verification probe" in again.reason, again.reason
+    probe = again.cluster_history[0]
+    assert (probe["workers"], probe["config"]) == (r.workers, r.config)
+    assert (again.start_config, again.start_throughput) == (r.config, probe["delivered"])
+    cost = CostModel.for_worker_cores(1)
+    start_cost = cost.per_million(probe["workers"], probe["delivered"], probe["demand"])
+    assert again.cost_per_million <= start_cost * (1 + 1e-9)
+    assert read(cache, r.cache_key).record.throughput < doc["throughput"]   # replaced
+    _no_workers_left()
+
+
+@pytest.mark.slow
 def test_another_worker_class_transfers_from_the_record(cold):
     cache, r = cold
     other = intune_flow.tune(SLEEP, workers="local:1x2", budget_s=8, cache=cache,
@@ -178,6 +211,9 @@ def test_another_worker_class_transfers_from_the_record(cold):
     assert other.source == "transferred", other.reason
     assert "+workers-local1c" in other.reason and other.cache_key.endswith("+workers-local2c")
     assert other.worker_pool == "local:1x2" and other.workers in (0, 1)
+    # the search starts from the record's config, not from all-AUTOTUNE (which a budget
+    # this small left it before: the record's config was never measured)
+    assert other.cluster_history[0]["config"] == r.config == other.start_config
     _no_workers_left()
 
 

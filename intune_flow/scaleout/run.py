@@ -168,11 +168,13 @@ class ScaleOutRun(TuningRun):
         return self.scale_out(start=config, budget_s=self._warm_budget(), source="refined",
                               reason=f"{why}; searched again from the cached config",
                               stale=(found.version, 0.0),
-                              cold_seconds=self._cold_seconds(record))
+                              cold_seconds=self._cold_seconds(record),
+                              known=[m] if m.ok else [])
 
     def scale_out(self, *, start, budget_s: float, source: str, reason, stale=None,
-                  cold_seconds=None):
-        """The cluster agent over K with the node agent nested, on the real pool."""
+                  cold_seconds=None, known=()):
+        """The cluster agent over K with the node agent nested, on the real pool; from
+        ``start`` (a warm start's config, with ``known`` measurements of it) where given."""
         from ..progress import make_progress
         from ..search import run_search
         from ..search.intune import load_policy
@@ -190,12 +192,17 @@ class ScaleOutRun(TuningRun):
                              max_steps=NODE_STEPS, seed=seed, known=known,
                              progress=lambda ev: report({**ev, "method": f"intune, {where}"}))
             if out.best is None or not out.best.ok:
-                raise RuntimeError(f"no config measured on the {where} "
-                                   f"({out.best.status if out.best else 'nothing measured'})")
+                why = (f"{out.best.status}: {str(out.best.error)[:200]}" if out.best is not None
+                       else "nothing measured")
+                hint = ("; raise the RAM budget per worker (the spec's :SIZE, e.g. "
+                        "'local:2x1:4GiB')" if k and out.best is not None
+                        and out.best.status == "oom" else "")
+                raise RuntimeError(f"no config measured on the {where} ({why}){hint}")
             return dict(out.best.config), float(out.best.throughput)
 
         self.scale = ScaleOut(env, Objective(), budget_s=budget_s, seed=seed,
-                              node_tuner=node_tuner, node_budget_s=node_budget)
+                              node_tuner=node_tuner, node_budget_s=node_budget,
+                              start=start, known=known)
         report({"event": "start", "method": "intunex", "budget_s": budget_s, "step": 0,
                 "config": {"workers": 0}, "best": 0.0, "throughput": 0.0, "status": "ok"})
         outcome = self.scale.search()      # the budget counts from here

@@ -14,6 +14,9 @@ cost fits what is left of the budget (``node_budget_s`` plus a window; the start
 estimate plus a window), as every move of step 4 does; each check is in ``walk.stages``.
 Where the first worker's tuning could not fit after the trainer's share, the trainer's
 search takes what the worker stages would not spend (:meth:`ScaleOut.trainer_budget`).
+A warm start (a cached record, or another worker class's) runs step 1 at its config instead
+of all-AUTOTUNE, and the measurements it was given (the cache's verification probe) count as
+the walk's own: the pick is never worse than the start, whatever the budget holds.
 4. The cluster agent (a DQN over K moves) walks K from the best so far until it
    stops or the budget ends; the pick is the best measured (K, config), and the
    env is left running it.
@@ -30,7 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -86,16 +89,20 @@ class ScaleOut:
     ``choose(obs, mask) -> action`` replaces the policy (pretraining explores through it).
     The start-up estimate before one is measured is the env's ``startup_guess_s`` (a pool's
     prior), else 60 s. The budget counts from the env clock's ``t0`` (default: when the
-    search starts).
+    search starts). ``start`` is a warm start's config (every K runs it until the node agent
+    tunes one; step 1 measures it instead of all-AUTOTUNE) and ``known`` measurements of this
+    env the walk takes as its own before step 1 (one of K = 0 at ``start`` replaces step 1's).
     """
 
     def __init__(self, env: ClusterEnv, objective: Objective = Objective(), *,
                  budget_s: float = BUDGET_S, policy_state=None, node_policy=None,
                  seed: int | None = 0, node_tuner: Callable | None = None,
                  choose: Callable | None = None, node_budget_s: float = NODE_BUDGET_S,
-                 t0: float | None = None):
+                 t0: float | None = None, start: Mapping[str, int] | None = None,
+                 known: Sequence[ClusterMeasurement] = ()):
         self.env, self.objective, self.budget_s, self.seed = env, objective, budget_s, seed
         self.t0 = t0
+        self.known = list(known)
         self.node_budget_s = float(node_budget_s)
         self.node_tuner = node_tuner or (lambda e, k, b, start=None: tune_node(
             e, k, budget_s=b, policy_state=node_policy, seed=seed, start=start))
@@ -106,7 +113,7 @@ class ScaleOut:
                              seed=seed)
             choose = agent.act
         self.choose = choose
-        self.configs = {0: env.space.autotune()}
+        self.configs = {0: dict(start) if start is not None else env.space.autotune()}
         self.node_rate = 0.0
         self.outcome: ScaleOutcome | None = None
         self.decisions: list[dict] = []
@@ -124,7 +131,10 @@ class ScaleOut:
         Each stage after the first window runs only if its estimate fits the budget left."""
         env = self.env
         walk = self.walk(t0=self.t0)
-        walk.go(0)
+        for m in self.known:
+            walk.record(m)
+        if not any(m.workers == 0 and dict(m.config) == self.configs[0] for m in self.known):
+            walk.go(0)
         if meets(walk.best):
             return walk
 

@@ -143,3 +143,31 @@ def test_a_pick_of_k0_spends_the_budget_left_refining_the_trainer_from_its_confi
     # A pick with workers is not refined on the trainer.
     out = ScaleOut(SimClusterEnv(JOB, seed=0), budget_s=1800, node_tuner=tuner).search()
     assert out.workers == 4 and "refine the trainer" not in {s["stage"] for s in out.stages}
+
+
+def test_a_warm_start_is_never_worse_than_its_start_whatever_the_budget_holds():
+    """A refine or a transfer from a record with a budget too small for any node search
+    (one 10 s window): step 1 measures the record's config, not all-AUTOTUNE, so the pick
+    is the record's config; the cache's verification probe of it counts as step 1."""
+    from intune_flow.knobs import AUTOTUNE, Knob, KnobSpace
+    from intune_flow.sim import Buffer, SimPipeline, Stage
+
+    # A read waiting 10 ms per call: AUTOTUNE's calls (one per core) starve it.
+    waits = SimPipeline(stages=(Stage("read", 8e-5, 0.01, 1.0, 1e3, "read"),),
+                        buffers=(Buffer("prefetch", 0, 1e3, 0.0),),
+                        space=KnobSpace((Knob("read", "parallelism", 1, 64, AUTOTUNE),
+                                         Knob("prefetch", "buffer", 1, 16, AUTOTUNE))),
+                        cores=8, ram_total=64 << 30, ram_budget=32 << 30, base_mem=1 << 30,
+                        contention=0.0, noise=0.001)
+    job = job_of(waits, demand=4e5)
+    start = dict(ScaleOut(SimClusterEnv(job, seed=0), budget_s=1800).search().config)
+    cold = ScaleOut(SimClusterEnv(job, seed=0), budget_s=15).search()
+    assert len(cold.history) == 1            # all-AUTOTUNE alone: what a refine got before
+    warm = ScaleOut(SimClusterEnv(job, seed=0), budget_s=15, start=start).search()
+    assert warm.config == start and len(warm.history) == 1
+    assert warm.pick.delivered > 2 * cold.pick.delivered
+
+    env = SimClusterEnv(job, seed=0)
+    probe = env.measure(start)                   # the verification probe, at K = 0
+    known = ScaleOut(env, budget_s=15, start=start, known=[probe]).search()
+    assert known.pick is probe and len(known.history) == 1

@@ -25,6 +25,19 @@ def test_a_bad_workers_spec_names_the_argument_and_the_forms(bad):
     assert "'local:NxC'" in str(err.value) and "'ray:NxC'" in str(err.value)
 
 
+@pytest.mark.parametrize("bad,wrong", [
+    ("locl:2", "'locl' is not a pool kind (did you mean 'local'?)"),
+    ("local", "it names no worker count (local:N)"),
+    ("local:-1", "'-1' is not a worker count N or NxC"),
+    ("local:2x1:lots", "'lots' is not a RAM size per worker"),
+    (2, "the spec is a string such as 'local:2'")])
+def test_a_bad_workers_spec_says_which_part_is_wrong(bad, wrong):
+    # A README-only trial met the list of forms alone for each of these.
+    with pytest.raises(OptionsError) as err:
+        TuneOptions.parse({"pipeline": REF, "workers": bad})
+    assert f"workers={bad!r}: {wrong}" in str(err.value)
+
+
 def test_every_surface_takes_workers_and_the_default_is_single_node():
     for surface in ("tune", "cli", "metaflow", "airflow"):
         assert "workers" in TuneOptions.names(surface)
@@ -135,6 +148,16 @@ def test_demand_is_a_rate_for_scale_out_on_every_surface():
     with pytest.raises(OptionsError, match="demand=1000.0 records/s applies to scale-out only; "
                                            "give workers= too"):
         TuneOptions.parse({"pipeline": REF, "demand": 1000})
+
+
+def test_a_single_node_method_with_workers_is_refused_with_the_fix():
+    # A README-only trial's method="ones" with workers= returned a scale-out result recorded
+    # as method 'ones', though the node searches ran the agent.
+    with pytest.raises(OptionsError, match="method='ones' does not apply with workers=: .*"
+                                           "leave method unset"):
+        TuneOptions.parse({"pipeline": REF, "workers": "local:2", "method": "ones"})
+    assert TuneOptions.parse({"pipeline": REF, "workers": "local:2",
+                              "method": "intune"}).method == "intune"
 
 
 def test_a_local_ray_goes_under_a_short_ray_tmpdir_and_under_tmp_otherwise(monkeypatch,

@@ -54,7 +54,8 @@ def parse_pool_spec(text: str, name: str = "workers") -> PoolSpec:
     """Parse a pool spec; raise :class:`~intune_flow.errors.OptionsError` naming ``name``
     and the accepted forms. Pure: imports neither TensorFlow nor Ray."""
     if not isinstance(text, str):
-        raise OptionsError(f"{name}={text!r}: {SPEC_HELP}")
+        raise OptionsError(f"{name}={text!r}: the spec is a string such as 'local:2'; "
+                           f"{SPEC_HELP}")
     spec = text.strip().lower() if not text.strip().startswith("ray://") else text.strip()
     for pattern, kind in ((_LOCAL, "local"), (_RAY, "ray"), (_RAY_ADDRESS, "ray")):
         match = pattern.fullmatch(spec)
@@ -73,7 +74,25 @@ def parse_pool_spec(text: str, name: str = "workers") -> PoolSpec:
                     raise OptionsError(f"{name}={text!r}: {match['ram']!r} is not a RAM size "
                                        f"per worker; {SPEC_HELP}") from None
             return PoolSpec(kind, n, c, match.groupdict().get("address"), ram)
-    raise OptionsError(f"{name}={text!r}: {SPEC_HELP}")
+    raise OptionsError(f"{name}={text!r}: {_what_is_wrong(spec)}; {SPEC_HELP}")
+
+
+def _what_is_wrong(spec: str) -> str:
+    """The part of a spec that matches no form: the pool kind, the count, or the RAM size."""
+    from ...errors import near_misses
+
+    if spec.startswith("ray://"):
+        return "an existing Ray cluster is written ray://HOST:PORT:N[xC][:SIZE]"
+    kind, _, rest = spec.partition(":")
+    if kind not in ("local", "ray"):
+        meant = near_misses([kind], ["local", "ray"]).get(kind)
+        return f"{kind!r} is not a pool kind" + (f" (did you mean {meant!r}?)" if meant else "")
+    if not rest:
+        return f"it names no worker count ({kind}:N)"
+    count, _, ram = rest.partition(":")
+    if not re.fullmatch(r"\d+(x\d+)?", count):
+        return f"{count!r} is not a worker count N or NxC (workers x cores each)"
+    return f"{ram!r} is not a RAM size per worker"
 
 
 def make_pool(spec, name: str = "workers", **kwargs):
