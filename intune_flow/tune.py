@@ -171,8 +171,12 @@ class TuningRun:
     """
 
     def __init__(self, options: TuneOptions, pipeline, *, cpu_budget: float, ram_budget: int,
-                 cache: Cache, make_env: Callable, policy: TuningPolicy | None = None):
+                 cache: Cache, make_env: Callable, policy: TuningPolicy | None = None,
+                 spent_s: float = 0.0):
         self.options, self.pipeline, self.policy = options, pipeline, policy or POLICY
+        # Seconds of the caller's budget_s spent before this run (a scale-out's fallback
+        # tunes on what is left): budget advice adds them back.
+        self.spent_s = float(spent_s)
         self.cache = CacheSession(cache, strict=options.strict)
         self.make_env = make_env
         self.cpu_budget, self.ram_budget = cpu_budget, ram_budget
@@ -526,9 +530,9 @@ class TuningRun:
     def _enough(self, per_measurement: float, source: str) -> float:
         """A budget_s that holds about eight measurements in a search of this ``source``."""
         need = 8 * per_measurement
-        if source == "tuned":
-            return need
-        return max(self.policy.warm_min_s, need) / self.policy.warm_fraction
+        if source != "tuned":
+            need = max(self.policy.warm_min_s, need) / self.policy.warm_fraction
+        return need + self.spent_s
 
     def _valid_config(self, config) -> dict | None:
         """``config`` validated against this pipeline's knob space, or None if it does not fit."""

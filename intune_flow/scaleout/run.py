@@ -253,7 +253,8 @@ class ScaleOutRun(TuningRun):
         options = dataclasses.replace(self.options, workers=None, budget_s=budget)
         inner = TuningRun(options, self.pipeline, cpu_budget=self.cpu_budget,
                           ram_budget=self.ram_budget, cache=self.primary_cache,
-                          make_env=self.make_env, policy=self.policy)
+                          make_env=self.make_env, policy=self.policy,
+                          spent_s=max(0.0, self.options.budget_s - budget))
         try:
             result = inner.execute()
         except Exception as exc:  # noqa: BLE001 - strict single-node tuning raised

@@ -18,12 +18,12 @@ CORES = 8
 RAM = 8 << 30
 
 
-def _run(target, cache, *, cores=CORES, policy=TuningPolicy(), **options):
+def _run(target, cache, *, cores=CORES, policy=TuningPolicy(), spent_s=0.0, **options):
     opts = TuneOptions.parse({"pipeline": target.name, "budget_s": 40, "method": "intune",
                               "progress": False, "seed": 0, **options})
     run = TuningRun(opts, target, cpu_budget=cores, ram_budget=RAM,
                     cache=cache,
-                    make_env=target.make_env, policy=policy)
+                    make_env=target.make_env, policy=policy, spent_s=spent_s)
     return run.execute()
 
 
@@ -146,6 +146,15 @@ def test_a_cold_search_the_budget_ends_in_its_first_jumps_says_so(target, cache)
                and "give budget_s at least" in w for w in short.warnings), short.warnings
     full = _run(target, MemoryCache(), budget_s=40.0, window_s=2.0)
     assert not any("held only" in w for w in full.warnings), full.warnings
+    # A scale-out's fallback tunes on what its attempt left of budget_s: the advice counts
+    # the spent seconds back in (a README-only trial gave 25 s and was told "at least 13 s").
+    advice = [w for w in short.warnings if "give budget_s at least" in w][0]
+    after = _run(target, MemoryCache(), budget_s=7.0, window_s=2.0, spent_s=18.0)
+    at_least = [w for w in after.warnings if "give budget_s at least" in w][0]
+
+    def seconds(w):
+        return float(w.rsplit("at least ", 1)[1].split(" s")[0])
+    assert seconds(at_least) == pytest.approx(seconds(advice) + 18.0, abs=1.5)
 
 
 def test_every_probe_failing_falls_back_to_the_cached_config(target, cache):
