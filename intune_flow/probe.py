@@ -378,8 +378,7 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
                      guard=guard)
     # (t, elements, records, cpu seconds, time of the latest element, idle CPU seconds)
     samples: list[tuple[float, int, int, float, float, float]] = []
-    guard.peak = guard.reading()
-    if guard.peak > ram_budget:
+    if guard.check():
         # Running it would only add to what is held (a leak earlier probes left behind).
         return _failed(full, STATUS_OOM,
                        f"RSS {guard.peak / 2**20:.0f} MiB was already past the RAM budget "

@@ -15,7 +15,8 @@ SPEC_HELP = ("expected 'local:N' or 'local:NxC' (N local worker processes of C c
              "':SIZE', the RAM budget of each worker written like ram_budget= (4GiB, 512MiB, "
              "bytes); for example 'local:4x1', 'ray:8x2' or 'local:4x1:2GiB'")
 
-_COUNT = r"(?P<n>\d+)(?:x(?P<c>\d+))?(?::(?P<ram>[0-9.]+[A-Za-z]*))?"
+_WORKERS = r"(?P<n>\d+)(?:x(?P<c>\d+))?"
+_COUNT = rf"{_WORKERS}(?::(?P<ram>[0-9.]+[A-Za-z]*))?"
 _LOCAL = re.compile(rf"local:{_COUNT}")
 _RAY = re.compile(rf"ray:{_COUNT}")
 _RAY_ADDRESS = re.compile(rf"(?P<address>ray://[^\s:/]+:\d+):{_COUNT}")
@@ -90,7 +91,7 @@ def _what_is_wrong(spec: str) -> str:
     if not rest:
         return f"it names no worker count ({kind}:N)"
     count, _, ram = rest.partition(":")
-    if not re.fullmatch(r"\d+(x\d+)?", count):
+    if not re.fullmatch(_WORKERS, count):
         return f"{count!r} is not a worker count N or NxC (workers x cores each)"
     return f"{ram!r} is not a RAM size per worker"
 
