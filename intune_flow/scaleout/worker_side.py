@@ -7,9 +7,17 @@ dataset; a tf.data service worker in another process cannot run it.
 
 from __future__ import annotations
 
+import re
+
 from ..errors import PipelineError
 
 PY_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
+_PY_CALL = {"PyFunc": "tf.numpy_function", "PyFuncStateless": "tf.numpy_function",
+            "EagerPyFunc": "tf.py_function"}
+# tf.data names a transformation's traced function after it and the Python function it
+# wraps: ``__inference_Dataset_map_parse_16`` is ``ds.map(parse)``.
+_TRACED = re.compile(r"^__inference_Dataset_(flat_map|map|interleave|filter|scan|"
+                     r"parallel_interleave|group_by_window|reduce)_(.+)_\d+$")
 
 
 def python_stages(dataset) -> list[tuple[str, str, str]]:
@@ -63,10 +71,19 @@ def check_worker_side(dataset, what: str = "the worker-side pipeline") -> None:
     stages = python_stages(dataset)
     if not stages:
         return
-    listed = "; ".join(f"stage {node}" + (f", function {fn}" if fn else "") + f" ({op})"
-                       for node, fn, op in dict.fromkeys(stages))
+    listed = "; ".join(_described(*stage) for stage in dict.fromkeys(stages))
     raise PipelineError(
         f"{what} calls Python (tf.py_function / tf.numpy_function), which a tf.data service "
         f"worker in another process cannot run: {listed}. Fix: move that stage to the "
         "trainer side, after the split (apply it to the distributed dataset), or write it "
         "with TF ops.")
+
+
+def _described(node: str, function: str, op: str) -> str:
+    """A Python stage as its user wrote it where the traced name tells (``map(parse) calls
+    tf.py_function``), with the graph node for the rest."""
+    call = _PY_CALL.get(op, op)
+    traced = _TRACED.match(function)
+    if traced:
+        return f"{traced[1]}({traced[2]}) calls {call} (graph node {node})"
+    return f"stage {node}" + (f", function {function}" if function else "") + f" calls {call}"
