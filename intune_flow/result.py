@@ -81,8 +81,9 @@ class TuneResult:
                    reason=f"{reason}; using {what}", **fields_)
 
     def bind(self, pipeline) -> "TuneResult":
-        """Remember the Pipeline object that was tuned, so :meth:`build` works in this
-        process even for a factory that cannot be imported again by name."""
+        """Remember the factory (or Pipeline object) that was tuned, so :meth:`build` and
+        :meth:`serve` work even for a factory that cannot be imported again by name (one
+        defined in ``__main__`` or in a function); returns the result."""
         self._pipeline = pipeline
         return self
 
@@ -111,8 +112,8 @@ class TuneResult:
                     f"result.build({', '.join(f'{n}=...' for n in missing)})")
             return Pipeline.load(self.pipeline, **{**self.pipeline_kwargs, **factory_kwargs})
         raise PipelineError("this result does not know its pipeline (it was tuned from a "
-                            "function that is not importable as module:attr); call "
-                            "Pipeline.load(factory).build(result.config) instead")
+                            "function that is not importable as module:attr); give it the "
+                            "factory again: result.bind(factory).build() (or .serve())")
 
     def serve(self, *, processing_mode: str = "parallel_epochs", pool=None,
               replace_lost: bool = True, **factory_kwargs):

@@ -64,6 +64,18 @@ def test_a_factory_without_an_importable_reference_is_named_by_module_and_qualna
     assert "<function" not in p.name
 
 
+def test_a_result_that_cannot_import_its_factory_says_how_to_give_it_back():
+    from intune_flow.result import TuneResult
+
+    def local(knobs):
+        return tf.data.Dataset.range(4).batch(knobs.parallelism("map", max=4))
+
+    elsewhere = TuneResult.from_dict(TuneResult(config={"map": 2}).to_dict())
+    with pytest.raises(PipelineError, match=r"result\.bind\(factory\)\.build\(\)"):
+        elsewhere.build()
+    assert [len(b) for b in elsewhere.bind(local).build()] == [2, 2]
+
+
 def test_build_applies_config_threadpool_and_autotune():
     p = Pipeline.load(tiny)
     ds = p.build({"map": 3, "threadpool": 7})
