@@ -23,7 +23,7 @@ import warnings
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
-from .errors import KnobError, near_misses
+from .errors import KnobError, did_you_mean, near_misses
 
 AUTOTUNE = -1
 """Config value meaning "let the framework decide" (equals ``tf.data.AUTOTUNE``)."""
@@ -241,20 +241,32 @@ class Knobs:
         self._split_marked = True
         return self._splitter(dataset) if self._splitter is not None else dataset
 
-    def parallelism(self, name: str, *, min: int | None = None, max: int | None = None,
-                    default: int | None = None) -> int:
+    def parallelism(self, name: str, *extra, min: int | None = None, max: int | None = None,
+                    default: int | None = None, **unknown) -> int:
         """Number of parallel calls/workers of a stage (tf.data ``num_parallel_calls``, ``cycle_length``, torchdata workers)."""
+        _refuse_extra("parallelism", name, extra, unknown)
         return self._declare(name, "parallelism", min, max, default)
 
-    def buffer(self, name: str, *, min: int | None = None, max: int | None = None,
-               default: int | None = None) -> int:
+    def buffer(self, name: str, *extra, min: int | None = None, max: int | None = None,
+               default: int | None = None, **unknown) -> int:
         """Number of elements a buffer holds (prefetch, shuffle-free queues)."""
+        _refuse_extra("buffer", name, extra, unknown)
         return self._declare(name, "buffer", min, max, default)
 
-    def threads(self, name: str, *, min: int | None = None, max: int | None = None,
-                default: int | None = None) -> int:
+    def threads(self, name: str, *extra, min: int | None = None, max: int | None = None,
+                default: int | None = None, **unknown) -> int:
         """Size of a thread pool (e.g. tf.data's private thread pool)."""
+        _refuse_extra("threads", name, extra, unknown)
         return self._declare(name, "threads", min, max, default)
+
+    def __getattr__(self, attr: str):
+        # Reached only for a name Knobs lacks: in a factory, a misspelt method, which must
+        # not pass as a failing factory (a fallback) but say what was meant.
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        raise KnobNameError(f"knobs.{attr} does not exist{did_you_mean([attr], PUBLIC)}; "
+                            f"a factory declares knobs with knobs.parallelism, knobs.buffer "
+                            f"or knobs.threads (name, min=, max=, default=)")
 
     def _declare(self, name, kind, lo, hi, default) -> int:
         if not isinstance(name, str) or not name:
@@ -305,6 +317,28 @@ class Knobs:
         if value != AUTOTUNE and not knob.min <= value <= knob.max:
             raise KnobError(f"knob {knob.name!r}={value} is outside [{knob.min}, {knob.max}]")
         return value
+
+
+PUBLIC = ("parallelism", "buffer", "threads", "split", "records_per_element", "config",
+          "space", "records")
+_BOUNDS = ("min", "max", "default")
+
+
+class KnobNameError(KnobError, AttributeError):
+    """A factory asked ``knobs`` for something it does not have (``hasattr`` still works)."""
+
+
+def _refuse_extra(kind: str, name, extra: tuple, unknown: dict) -> None:
+    """Raise :class:`KnobError` for arguments a knob declaration does not take, naming the
+    ones meant: bounds are keyword arguments ``min``, ``max`` and ``default``."""
+    if unknown:
+        raise KnobError(f"knobs.{kind}({name!r}, ...) got {sorted(unknown)}"
+                        f"{did_you_mean(sorted(unknown), _BOUNDS)}; it takes min=, max= and "
+                        "default=")
+    if extra:
+        raise KnobError(f"knobs.{kind}({name!r}, {', '.join(map(repr, extra))}): bounds are "
+                        f"keyword arguments; write knobs.{kind}({name!r}, max=...) (also "
+                        "min=, default=)")
 
 
 def at_their_max(space, config: dict, implicit=()) -> list[str]:

@@ -240,6 +240,12 @@ def test_factory_that_yields_no_elements():
     (lambda k: k.parallelism("read", max=2.5), "max must be an integer"),
     (lambda k: k.parallelism("read", min="1"), "min must be an integer"),
     (lambda k: k.buffer("prefetch", min=8, max=4), r"min \(8\) is greater than max \(4\)"),
+    (lambda k: k.paralelism("read"), r"knobs.paralelism does not exist \(did you mean "
+                                     r"'paralelism' -> 'parallelism'\?\)"),
+    (lambda k: k.parallelism("read", maximum=8), r"got \['maximum'\] \(did you mean "
+                                                 r"'maximum' -> 'max'\?\)"),
+    (lambda k: k.threads("pool", 8), r"bounds are keyword arguments; write "
+                                     r"knobs.threads\('pool', max=...\)"),
 ])
 def test_bad_knob_bounds(declare, match):
     def factory(knobs):

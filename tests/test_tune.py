@@ -18,7 +18,7 @@ import tensorflow as tf
 import intune_flow
 from intune_flow.cache import LocalCache, get_cache
 from intune_flow.cache.records import MAGIC, read
-from intune_flow.errors import IntuneError, PipelineError, TuningError
+from intune_flow.errors import IntuneError, KnobError, PipelineError, TuningError
 from intune_flow.result import TuneResult
 from intune_flow.tune import tune
 
@@ -120,10 +120,17 @@ def badly_declared(knobs):
     return tf.data.Dataset.range(8).repeat().prefetch(knobs.buffer("prefetch", min=8, max=4))
 
 
+def misspells_a_knob_method(knobs):
+    return tf.data.Dataset.range(8).repeat().prefetch(knobs.bufer("prefetch"))
+
+
 def test_a_factory_that_declares_its_knobs_wrongly_raises_instead_of_falling_back(cache_dir):
     # Nothing could build, not even the defaults to fall back to: the message says what to fix.
     with pytest.raises(IntuneError, match=r"min \(8\) is greater than max \(4\); swap them"):
         tune("tests.test_tune:badly_declared", budget_s=2, cache=cache_dir, **FAST)
+    # A misspelt knob method is the same mistake: no build could succeed.
+    with pytest.raises(KnobError, match=r"did you mean 'bufer' -> 'buffer'"):
+        tune(misspells_a_knob_method, budget_s=2, cache=cache_dir, **FAST)
     # The same for a factory that returns no dataset: build() would hand training a list.
     with pytest.raises(intune_flow.FactoryError,   # a PipelineError, named as the README does
                        match=r"returned builtins.list, which is not a dataset"):
