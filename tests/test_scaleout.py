@@ -248,21 +248,6 @@ def test_a_python_stage_on_the_worker_side_is_refused_before_any_worker_starts()
     assert _worker_pids() == []
 
 
-def test_the_refusal_names_each_python_stage_as_the_factory_wrote_it():
-    from intune_flow.scaleout.worker_side import check_worker_side
-
-    def parse(x):
-        return tf.py_function(lambda v: v + 1, [x], tf.int64)
-
-    ds = tf.data.Dataset.range(10).map(lambda x: tf.numpy_function(lambda v: v * 2, [x],
-                                                                   tf.int64),
-                                       num_parallel_calls=2)
-    with pytest.raises(PipelineError) as err:
-        check_worker_side(ds.map(parse))
-    assert "map(lambda) calls tf.numpy_function" in str(err.value)
-    assert "map(parse) calls tf.py_function" in str(err.value)
-
-
 def test_knobs_split_keeps_the_trainer_side_off_the_workers():
     from intune_flow.pipeline import Pipeline
     from intune_flow.scaleout.worker_side import python_stages
