@@ -319,8 +319,8 @@ class Knobs:
         return value
 
 
-PUBLIC = ("parallelism", "buffer", "threads", "split", "records_per_element", "config",
-          "space", "records")
+PUBLIC = tuple(name for name in vars(Knobs) if not name.startswith("_"))
+"""What a factory may ask ``knobs`` for (a misspelling is matched against these)."""
 _BOUNDS = ("min", "max", "default")
 
 

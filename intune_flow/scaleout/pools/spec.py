@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ...errors import OptionsError
+from ...errors import OptionsError, near_misses
 
 SPEC_HELP = ("expected 'local:N' or 'local:NxC' (N local worker processes of C cores), "
              "'ray:N' or 'ray:NxC' (N Ray actors of C CPUs on a local Ray) or "
@@ -80,8 +80,6 @@ def parse_pool_spec(text: str, name: str = "workers") -> PoolSpec:
 
 def _what_is_wrong(spec: str) -> str:
     """The part of a spec that matches no form: the pool kind, the count, or the RAM size."""
-    from ...errors import near_misses
-
     if spec.startswith("ray://"):
         return "an existing Ray cluster is written ray://HOST:PORT:N[xC][:SIZE]"
     kind, _, rest = spec.partition(":")
