@@ -119,6 +119,43 @@ def latency_and_cpu(knobs, n=1 << 16, batch_size=64):
     return ds.prefetch(knobs.buffer("prefetch", max=16))
 
 
+def _npy_blocks(path, block=32):
+    """A shard reader in Python: yields blocks of ``block`` rows and their row ids."""
+    arr = np.load(path.decode() if isinstance(path, bytes) else path)
+    for i in range(0, arr.shape[0] - block + 1, block):
+        yield arr[i:i + block], np.arange(i, i + block, dtype=np.int64)
+
+
+def generator_sources(knobs, files=(), batch_size=256):
+    """Python generators (``from_generator``) read shards in an interleave, unbatched into
+    records, then a CPU-heavy per-record map (a small MLP, feature crosses, a hash)."""
+    import tensorflow as tf
+    rng = np.random.default_rng(2)
+    w = tf.constant(rng.standard_normal((32, 32)).astype(np.float32) / 6.0)
+    w2 = tf.constant(rng.standard_normal((1024, 32)).astype(np.float32) / 32.0)
+    sig = (tf.TensorSpec((32, 32), tf.float32), tf.TensorSpec((32,), tf.int64))
+
+    def shard(path):
+        return tf.data.Dataset.from_generator(_npy_blocks, args=(path,), output_signature=sig)
+
+    def features(x, row):
+        h = x[None, :]
+        for _ in range(6):
+            h = tf.tanh(tf.matmul(h, w))
+        crosses = tf.reshape(x[:, None] * x[None, :], [1, -1])
+        return {"mlp": h[0], "cross": tf.nn.relu(tf.matmul(crosses, w2))[0],
+                "top": tf.math.top_k(crosses[0], k=16).values,
+                "key": tf.strings.to_hash_bucket_fast(tf.strings.as_string(row), 1 << 20)}
+
+    readers = knobs.parallelism("readers", max=8)
+    ds = tf.data.Dataset.from_tensor_slices(list(files)).repeat()
+    ds = ds.interleave(shard, cycle_length=readers, num_parallel_calls=readers,
+                       deterministic=False)
+    ds = ds.unbatch().map(features, num_parallel_calls=knobs.parallelism("features", max=16))
+    ds = ds.batch(batch_size)
+    return ds.prefetch(knobs.buffer("prefetch", max=32))
+
+
 def memory_tight(knobs, n=1 << 12, side=256, batch_size=16):
     """Big elements (256 KiB images) in a wide buffer before the augment: a RAM budget binds."""
     import tensorflow as tf
@@ -260,6 +297,8 @@ CASES = {c.name: c for c in (
     GenCase("latency_cpu", latency_and_cpu, "tf.data: 4 ms GETs + a CPU transform"),
     GenCase("own_pool", own_pool, "tf.data: 100 ms GETs + string crosses, its own pool knob"),
     GenCase("prebatched", prebatched_blocks, "tf.data: pre-batched 1024-row blocks, no batch()"),
+    GenCase("generator", generator_sources,
+            "tf.data: Python generator shards interleaved + a per-record CPU map"),
     GenCase("memory", memory_tight, "tf.data: 256 KiB elements, RAM budget binds",
             ram_headroom_mib=160),
     GenCase("shuffle_cache", shuffle_cache, "tf.data: cache + shuffle buffer + augment"),
@@ -284,6 +323,15 @@ def prepare(root: Path, names=None) -> dict:
             path.write_text("\n".join(",".join(f"{v:.5f}" for v in r) for r in rows) + "\n")
             files.append(str(path))
         kwargs["interleave"]["files"] = files
+    if "generator" in names:
+        rng = np.random.default_rng(3)
+        d = Path(root) / "npy"
+        d.mkdir(parents=True, exist_ok=True)
+        kwargs["generator"]["files"] = []
+        for i in range(8):
+            path = d / f"shard{i}.npy"
+            np.save(path, rng.standard_normal((8192, 32)).astype(np.float32))
+            kwargs["generator"]["files"].append(str(path))
     if "tfrecord_lookup" in names:
         kwargs["tfrecord_lookup"]["files"] = _tfrecords(Path(root) / "tfrecord")
     return kwargs
