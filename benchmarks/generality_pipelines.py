@@ -128,23 +128,25 @@ def _npy_blocks(path, block=32):
 
 def generator_sources(knobs, files=(), batch_size=256):
     """Python generators (``from_generator``) read shards in an interleave, unbatched into
-    records, then a CPU-heavy per-record map (a small MLP, feature crosses, a hash)."""
+    records, then a CPU-heavy per-record map (a small MLP, 4,096 feature crosses projected,
+    a spectrum, a hash): a README-only trial's pipeline."""
     import tensorflow as tf
     rng = np.random.default_rng(2)
-    w = tf.constant(rng.standard_normal((32, 32)).astype(np.float32) / 6.0)
-    w2 = tf.constant(rng.standard_normal((1024, 32)).astype(np.float32) / 32.0)
-    sig = (tf.TensorSpec((32, 32), tf.float32), tf.TensorSpec((32,), tf.int64))
+    w = tf.constant(rng.standard_normal((64, 64)).astype(np.float32) / 8.0)
+    w2 = tf.constant(rng.standard_normal((4096, 64)).astype(np.float32) / 64.0)
+    sig = (tf.TensorSpec((32, 64), tf.float32), tf.TensorSpec((32,), tf.int64))
 
     def shard(path):
         return tf.data.Dataset.from_generator(_npy_blocks, args=(path,), output_signature=sig)
 
     def features(x, row):
         h = x[None, :]
-        for _ in range(6):
+        for _ in range(4):
             h = tf.tanh(tf.matmul(h, w))
         crosses = tf.reshape(x[:, None] * x[None, :], [1, -1])
         return {"mlp": h[0], "cross": tf.nn.relu(tf.matmul(crosses, w2))[0],
-                "top": tf.math.top_k(crosses[0], k=16).values,
+                "spectrum": tf.abs(tf.signal.rfft(x)),
+                "top": tf.math.top_k(crosses[0], k=32).values,
                 "key": tf.strings.to_hash_bucket_fast(tf.strings.as_string(row), 1 << 20)}
 
     readers = knobs.parallelism("readers", max=8)
@@ -330,7 +332,7 @@ def prepare(root: Path, names=None) -> dict:
         kwargs["generator"]["files"] = []
         for i in range(8):
             path = d / f"shard{i}.npy"
-            np.save(path, rng.standard_normal((8192, 32)).astype(np.float32))
+            np.save(path, rng.standard_normal((8192, 64)).astype(np.float32))
             kwargs["generator"]["files"].append(str(path))
     if "tfrecord_lookup" in names:
         kwargs["tfrecord_lookup"]["files"] = _tfrecords(Path(root) / "tfrecord")

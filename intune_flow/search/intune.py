@@ -163,7 +163,8 @@ def _warm_up(tr: Tracker, env, walk: Walk, heuristics: bool = True,
         return tr.measure(config)
 
     cpu = _autotune_cpu(tr, env)
-    smart_start(walk, measure, trim=cpu is None or cpu >= BUSY_CPU)
+    smart_start(walk, measure, trim=cpu is None or cpu >= BUSY_CPU,
+                deepen=has_native_autotune(env))
 
 
 def _observe(tr: Tracker, walk: Walk, allow_stop: bool = True):
