@@ -290,8 +290,8 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
     """Smart start without per-stage signals: scale every stage together while it pays.
 
     Parallelism and pool sizes go up by ``factor`` per round, while the CPU is idle or a
-    round grows a stage (:func:`pools_only`); from a best that keeps the CPU busy, the pools
-    grow no further than the cores (:func:`pools_capped`) unless ``trim`` is off; when a round does
+    round grows a stage (:func:`pools_only`); from a best that keeps the CPU busy, the
+    pools grow no further than the cores (:func:`pools_capped`). When a round does
     not improve, its pool (else the best's) is cut back to the cores if it kept the CPU
     busy (:func:`trim_pool`) and one half-size step (``sqrt(factor)``) is tried from the
     best. If that fails too, the half-size stages are tried on a one-thread pool when the
@@ -303,10 +303,10 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
     (the start is already over-provisioned), the stages are scaled down. Each jump is one
     measurement; an OOM is abandoned like any other.
 
-    ``trim=False`` skips the pool cuts and caps: where the framework's own tuner, on one thread per
-    core, left the CPU idle, a stage waits on something other than the CPU, and a pool cut
-    to the cores caps its calls in flight (on 2 cores a read of 4 ms GETs at 64 calls read
-    5,000 records/s on 256 threads and 690 on 3).
+    ``trim=False`` skips the pool cuts and caps: where the framework's own tuner, on one
+    thread per core, left the CPU idle, a stage waits on something other than the CPU, and
+    a pool cut to the cores caps its calls in flight (on 2 cores a read of 4 ms GETs at 64
+    calls read 5,000 records/s on 256 threads and 690 on 3).
     """
     if not walk.best.ok:
         return
@@ -347,8 +347,8 @@ def deepened(space: KnobSpace, config: dict, cores: float) -> dict | None:
     For a busy CPU on tf.data: a parallel map's calls are also its output buffer (it runs
     up to ``num_parallel_calls`` elements ahead), so calls past the cores keep the stages
     after it fed while a bursty producer (Python generators, an interleave) stalls. On 2
-    cores a per-record map after ``from_generator`` shards read 23,000 records/s at 2 calls
-    on 2 threads and 28,800 at 8 calls on 4.
+    cores a per-record map after ``from_generator`` shards read 15,300 records/s at 2 calls
+    on 2 threads (AUTOTUNE's choice) and 18,000 at 8 calls on 4.
     """
     cfg = scaled(space, config, SCALE_FACTOR)
     if cfg is None or pools_only(space, config, cfg):
