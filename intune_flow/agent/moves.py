@@ -235,12 +235,7 @@ def smart_start(walk, measure, trim: bool = True, deepen: bool = False) -> None:
     if rebalance(walk, measure) and explained(walk.space, walk.best) and not (
             walk.best is start and start.cpu_busy < BUSY_CPU):
         if deepen and walk.best.cpu_busy >= BUSY_CPU:
-            cfg = deepened(walk.space, walk.best.config, walk.cpu_budget)
-            before = walk.best
-            if cfg is not None:
-                walk.jump(cfg, measure)
-                if walk.best is not before:
-                    scale_out(walk, measure, trim=trim)
+            deepen_stages(walk, measure, trim=trim)
         return
     before = walk.best
     scale_out(walk, measure, trim=trim)
@@ -356,15 +351,31 @@ def deepened(space: KnobSpace, config: dict, cores: float) -> dict | None:
     return pools_capped(space, cfg, config, cores)
 
 
+def deepen_stages(walk, measure, trim: bool = True) -> None:
+    """One jump to the best config's stages scaled x4 on pools near the cores
+    (:func:`deepened`); if it wins, the scaling goes on from there (:func:`scale_out`)."""
+    cfg = deepened(walk.space, walk.best.config, walk.cpu_budget)
+    if cfg is None:
+        return
+    before = walk.best
+    walk.jump(cfg, measure)
+    if walk.best is not before:
+        scale_out(walk, measure, trim=trim)
+
+
 def pools_capped(space: KnobSpace, config: dict, before: dict, cores: float) -> dict:
     """``config`` (a scaling of ``before``) with every static thread pool it grew past
     ``POOL_PER_CORE`` threads per core cut back there, never below ``before``'s: scaling a
     config that keeps the CPU busy, pool threads beyond the cores only take turns."""
     cfg = dict(config)
     for k in static_pools(space, cfg):
-        cap = max(before[k.name], _snap_up(k, POOL_PER_CORE * cores))
-        cfg[k.name] = min(cfg[k.name], cap)
+        cfg[k.name] = min(cfg[k.name], max(before[k.name], _cores_pool(k, cores)))
     return cfg
+
+
+def _cores_pool(knob, cores: float) -> int:
+    """The pool size a busy CPU gets: ``POOL_PER_CORE`` threads per core, on ``knob``'s grid."""
+    return _snap_up(knob, POOL_PER_CORE * cores)
 
 
 def pools_only(space: KnobSpace, config: dict, scaled_config: dict) -> bool:
@@ -415,7 +426,7 @@ def pool_trimmed(space: KnobSpace, m: Measurement, cores: float) -> dict | None:
     cfg = dict(m.config)
     for k in space:
         if k.kind == "threads" and cfg[k.name] > 2 * cores:
-            cfg[k.name] = _snap_up(k, POOL_PER_CORE * cores)
+            cfg[k.name] = _cores_pool(k, cores)
     return cfg if cfg != m.config else None
 
 
