@@ -9,6 +9,7 @@ from ..agent.moves import (BUSY_CPU, autotune_held_back, hybrid_autotune, pool_t
 from ..agent.walk import Walk, config_key
 from ..env import has_native_autotune, kept_from_autotune
 from ..knobs import AUTOTUNE
+from ..measurement import Measurement
 from .tracker import BudgetSpent, Tracker
 
 # When to stop: in the simulator, gains still come 10-20 measurements after the last one
@@ -89,6 +90,7 @@ def _intune(tr: Tracker, env, rng, *, policy_state, seed, continuous, learn,
                      reserve=reserve if held else None)
         except _Reserved:
             end = "budget"
+        anchor = walk.best if variant != "bare" else None
         while end is None:
             if env.cpu_budget != cores:
                 cores = _reallocate(tr, env, walk, cores)
@@ -108,7 +110,7 @@ def _intune(tr: Tracker, env, rng, *, policy_state, seed, continuous, learn,
         tr.stop(end)
         if hybrid:
             _measure_hybrid(tr, env, walk)
-        _confirm(tr, confirm, tie=walk.plateau)
+        _confirm(tr, confirm, tie=walk.plateau, anchor=anchor)
     except BudgetSpent:
         pass
     tr.note("final_cores", cores)
@@ -285,10 +287,13 @@ def _plateau(start) -> float:
     return float(min(0.08, max(0.02, start.spread / 2))) if start.ok else 0.02
 
 
-def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0) -> None:
+def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
+             anchor: Measurement | None = None) -> None:
     """Re-measure the best ``count`` configs, in a row, and keep the one with the best mean
     of its new looks; among those within ``tie`` of that mean, the one with the fewest
-    knobs at AUTOTUNE.
+    knobs at AUTOTUNE. ``anchor`` (the best when the smart start ended) takes the last
+    place in the race when its windows did not rank it in and the last candidate's best
+    window leads its own by no more than ``tie``.
 
     A single noisy window can crown a config that is not the best; a second look at the
     top candidates, taken close together in time, fixes most of it. The candidates are
@@ -310,11 +315,22 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0) -> None:
     Where no race fits, the rule reads each config's best window (:func:`_tie_unraced`).
     ``chosen_by`` notes which rule chose the best: ``"race"`` or ``"best window"``, each
     with ``", tie rule"`` where the tie rule changed the choice.
+
+    The anchor: the walk's single-knob moves after the smart start mostly land within the
+    noise of it, and ranking by best window favours the configs drawn most or luckiest, so
+    a long walk can fill the race with neighbours that only had lucky windows. Racing the
+    smart start's config against them means a longer budget does not lose what a short
+    one finds (torchdata thread workers, 3 ms GETs: the 60 s search's race of three such
+    neighbours read 0.91-0.96 of the best known, the 20 s search's pick 0.99-1.00).
     """
     seen = _raceable(tr)
     left = tr.measurements_left()
     count = int(min(count, left)) if left != float("inf") else count
-    top = sorted(seen.values(), key=lambda ms: -max(x.throughput for x in ms))[:count]
+    top = sorted(seen.values(), key=lambda ms: -_best_window(ms))[:count]
+    own = seen.get(config_key(anchor.config)) if anchor is not None else None
+    if own is not None and len(top) >= 2 and not any(ms is own for ms in top) and \
+            _best_window(top[-1]) <= _best_window(own) * (1 + tie):
+        top[-1] = own
     if len(top) < 2:
         _tie_unraced(tr, seen.values(), tie)
         return
@@ -350,6 +366,11 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0) -> None:
     tr.set_best(start if is_start else max(ms, key=lambda x: x.throughput))
     tr.note("best_mean", mean)
     tr.note("best_looks", len(new))
+
+
+def _best_window(ms: list) -> float:
+    """The highest throughput among one config's measurements."""
+    return max(x.throughput for x in ms)
 
 
 def _raceable(tr: Tracker) -> dict[tuple, list]:

@@ -189,6 +189,35 @@ def test_a_walk_that_converged_early_races_its_candidates_round_by_round():
     assert extra["best_mean"] == pytest.approx(94)
 
 
+def test_the_smart_start_s_config_races_the_walk_s_lucky_neighbours_of_it():
+    from intune_flow.search.intune import _confirm
+    from intune_flow.search.tracker import Tracker
+
+    def race(looks, tie, anchor_at=2):
+        env = ScriptedEnv(looks)
+        tr = Tracker(env, "intune", budget_s=1e9, max_steps=6, progress=lambda ev: None)
+        tr.measure({"map": 1}, start=True)
+        anchor = None
+        for c in sorted(looks)[1:]:
+            m = tr.measure({"map": c})
+            anchor = m if c == anchor_at else anchor
+        env.order.clear()
+        _confirm(tr, 2, tie=tie, anchor=anchor)
+        return tr.best.config["map"], env.order
+
+    # The walk's 3 and 4 beat the smart start's 2 by a lucky window within the noise (5%):
+    # 2 takes the race's last place and wins on its new look.
+    looks = {1: [10], 2: [100, 100], 3: [104, 90], 4: [103, 91]}
+    assert race(looks, tie=0.05) == (2, [3, 2])
+    # Without a noise margin, or when the walk's lead is beyond it, the windows rank the race.
+    assert race(looks, tie=0.0) == (4, [3, 4])
+    looks = {1: [10], 2: [100, 100], 3: [120, 90], 4: [115, 91]}
+    assert race(looks, tie=0.05) == (4, [3, 4])
+    # Already ranked in: no change.
+    looks = {1: [10], 2: [104, 100], 3: [103, 90], 4: [90, 91]}
+    assert race(looks, tie=0.05) == (2, [2, 3])
+
+
 def test_on_a_tie_the_race_keeps_the_config_that_hands_fewer_knobs_to_autotune():
     from intune_flow.search.intune import _confirm
     from intune_flow.search.tracker import Tracker
