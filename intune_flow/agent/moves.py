@@ -6,7 +6,9 @@ obvious in whole-config jumps; the single-knob moves after them are the policy's
 * :func:`smart_start`: whole-allocation jumps, by signals (:func:`rebalanced`) or, without
   them, by scaling every stage together (:func:`scaled`); both deepen one-element buffers
   (:func:`buffered`); on a busy CPU the scaling stops where it would grow only the pools
-  (:func:`pools_only`), and on tf.data the signals' allocation gets one scaling jump of
+  (:func:`pools_only`) and grows the pools only to the cores (:func:`pools_capped`) or,
+  where the stages wait on something else, to the calls they serve (:func:`pools_sized`),
+  and on tf.data the signals' allocation gets one scaling jump of
   its stages, pools held near the cores (:func:`deepened`); after scaling, a pool grown
   far past the cores of a busy CPU is cut back once (:func:`pool_trimmed`), and when a
   re-allocation or a scaling did not pay on an idle CPU its stages are tried on a
@@ -286,7 +288,8 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
 
     Parallelism and pool sizes go up by ``factor`` per round, while the CPU is idle or a
     round grows a stage (:func:`pools_only`); from a best that keeps the CPU busy, the
-    pools grow no further than the cores (:func:`pools_capped`). When a round does
+    pools grow no further than the cores (:func:`pools_capped`), or with ``trim=False``
+    than the calls they serve can keep busy (:func:`pools_sized`). When a round does
     not improve, its pool (else the best's) is cut back to the cores if it kept the CPU
     busy (:func:`trim_pool`) and one half-size step (``sqrt(factor)``) is tried from the
     best. If that fails too, the half-size stages are tried on a one-thread pool when the
@@ -298,10 +301,11 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
     (the start is already over-provisioned), the stages are scaled down. Each jump is one
     measurement; an OOM is abandoned like any other.
 
-    ``trim=False`` skips the pool cuts and caps: where the framework's own tuner, on one
-    thread per core, left the CPU idle, a stage waits on something other than the CPU, and
-    a pool cut to the cores caps its calls in flight (on 2 cores a read of 4 ms GETs at 64
-    calls read 5,000 records/s on 256 threads and 690 on 3).
+    ``trim=False`` skips the pool cuts and the cap at the cores: where the framework's own
+    tuner, on one thread per core, left the CPU idle, a stage waits on something other than
+    the CPU, and a pool cut to the cores caps its calls in flight (on 2 cores a read of 4 ms
+    GETs at 64 calls read 5,000 records/s on 256 threads and 690 on 3); such a pool grows
+    with the calls it serves instead (:func:`pools_sized`, on a busy CPU).
     """
     if not walk.best.ok:
         return
@@ -311,8 +315,9 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
         busy = walk.best.cpu_util >= BUSY_CPU
         if cfg is None or (busy and pools_only(walk.space, walk.best.config, cfg)):
             break
-        if busy and trim:
-            cfg = pools_capped(walk.space, cfg, walk.best.config, walk.cpu_budget)
+        if busy:
+            cfg = (pools_capped(walk.space, cfg, walk.best.config, walk.cpu_budget) if trim
+                   else pools_sized(walk.space, cfg, walk.best))
         before = walk.best
         m = walk.jump(cfg, measure)
         if walk.best is not before:
@@ -370,6 +375,28 @@ def pools_capped(space: KnobSpace, config: dict, before: dict, cores: float) -> 
     cfg = dict(config)
     for k in static_pools(space, cfg):
         cfg[k.name] = min(cfg[k.name], max(before[k.name], _cores_pool(k, cores)))
+    return cfg
+
+
+def pools_sized(space: KnobSpace, config: dict, m: Measurement) -> dict:
+    """``config`` (a scaling of ``m``'s) with every static thread pool that has a busy share
+    in ``m`` grown only to the threads its calls are expected to keep busy: the calls in
+    flight it served (its busy share times its size) with ``HEADROOM``, times what the CPU
+    has left (:func:`cpu_headroom`), as :func:`rebalanced` sizes a stage; never below
+    ``m``'s pool nor above ``config``'s.
+
+    For a busy CPU whose stages wait on something else (all-AUTOTUNE on one thread per
+    core left it idle, so the pools are not cut to the cores): more parallelism keeps more
+    calls in flight, but throughput, and so the calls busy at once, can grow only with the
+    CPU left; pool threads past that only take turns (on 2 cores 4 ms GETs at 64 calls and
+    a CPU transform at 4 read 5,600 records/s on 48 threads and 4,800 on 192).
+    """
+    cfg = dict(config)
+    sig = m.stage_signals or {}
+    for k in static_pools(space, cfg):
+        if k.name in sig:
+            want = m.config[k.name] * float(sig[k.name]) * HEADROOM * cpu_headroom(m.cpu_util)
+            cfg[k.name] = min(cfg[k.name], max(m.config[k.name], _snap_up(k, want)))
     return cfg
 
 

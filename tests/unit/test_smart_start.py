@@ -408,6 +408,66 @@ def test_a_pool_scaled_from_an_idle_cpu_that_kept_it_busy_is_cut_back_to_the_cor
     assert out.best.config["pool"] == 3
 
 
+WIDE_POOL = KnobSpace((*SPACE.knobs[:3], Knob("pool", "threads", 1, 256, 1)))
+
+
+def test_a_busy_cpu_whose_calls_wait_grows_its_pool_only_with_the_calls_it_serves():
+    from intune_flow.agent.moves import pools_sized
+    from intune_flow.measurement import Measurement
+    best = {"read": 32, "map": 1, "prefetch": 2, "pool": 48}
+    grown = scaled(WIDE_POOL, best, SCALE_FACTOR)
+    assert grown["pool"] == 192
+
+    def sized(pool_busy):
+        signals = {"read": 0.5, **({"pool": pool_busy} if pool_busy is not None else {})}
+        m = Measurement(config=best, cpu_util=0.83, stage_signals=signals)
+        return pools_sized(WIDE_POOL, grown, m)
+
+    # 40% of 48 threads busy, ~19 calls in flight: with the CPU's headroom they need no more.
+    assert sized(0.4) == {**grown, "pool": 48}
+    # A saturated pool grows with its calls: 48 x 0.95 x 1.5 x 0.9 / 0.83 = 74, the grid's 96.
+    assert sized(0.95) == {**grown, "pool": 96}
+    # Without a busy share for the pool the scaling's pool stays.
+    assert sized(None) == grown
+
+
+class WaitingCallsEnv(TwoCoreEnv):
+    """tf.data on 2 cores: 4 ms GETs (``read``) feeding a CPU transform (``map``). All-AUTOTUNE
+    on one thread per core leaves the CPU idle; from 8 GETs on the CPU is busy (83-85%, no
+    stage saturated), and pool threads past the calls in flight only take turns."""
+
+    native_autotune = True
+
+    def __init__(self):
+        super().__init__()
+        self.space = WIDE_POOL
+
+    def measure(self, config):
+        from intune_flow.measurement import Measurement
+        self.t += 1.0
+        if config["read"] == AUTOTUNE:
+            return Measurement(config=dict(config), throughput=400.0, seconds=1.0,
+                               cpu_util=0.1)
+        rate = min(250.0 * min(config["read"], config["pool"]),
+                   2500.0 * min(config["map"], 4) ** 0.5)
+        rate /= 1 + max(0, config["pool"] - 32) / 64
+        in_flight = rate * 0.004
+        return Measurement(config=dict(config), throughput=rate, seconds=1.0,
+                           cpu_util=min(0.85, rate / 2400.0),
+                           stage_signals={"pool": min(1.0, in_flight / config["pool"])})
+
+
+def test_scaling_a_busy_cpu_whose_calls_wait_keeps_the_pool_its_calls_need():
+    start = {"read": 8, "map": 1, "prefetch": 1, "pool": 16}
+    out = run_search(WaitingCallsEnv(), "intune", start=start, budget_s=1e9, max_steps=4,
+                     seed=0, progress=False)
+    seen = [m.config for m in out.history]
+    assert seen[1] == WIDE_POOL.autotune()
+    assert seen[2] == {**start, "prefetch": BUFFER_FLOOR, "pool": 12}   # the signals: level
+    # Then every stage x4, the pool held where its calls in flight need it (not 64 threads).
+    assert seen[3] == {"read": 32, "map": 4, "prefetch": BUFFER_FLOOR, "pool": 16}
+
+
 class BurstyProducerEnv(TwoCoreEnv):
     """tf.data on a busy 2-core CPU behind a bursty producer: the map's calls past the cores
     pay as buffer (up to 8), pool threads past 4 take turns. The signals see the map
