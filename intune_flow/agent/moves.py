@@ -9,7 +9,7 @@ obvious in whole-config jumps; the single-knob moves after them are the policy's
   (:func:`pools_only`) and grows the pools only to the cores (:func:`pools_capped`) or,
   where the stages wait on something else, to the calls they serve (:func:`pools_sized`),
   and on tf.data the signals' allocation gets one scaling jump of
-  its stages, pools held near the cores (:func:`deepened`); after scaling, a pool grown
+  its stages, pools held as in a scaling (:func:`deepened`); after scaling, a pool grown
   far past the cores of a busy CPU is cut back once (:func:`pool_trimmed`), and when a
   re-allocation or a scaling did not pay on an idle CPU its stages are tried on a
   one-thread pool (:func:`pool_serialized`: GIL contention);
@@ -316,8 +316,7 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
         if cfg is None or (busy and pools_only(walk.space, walk.best.config, cfg)):
             break
         if busy:
-            cfg = (pools_capped(walk.space, cfg, walk.best.config, walk.cpu_budget) if trim
-                   else pools_sized(walk.space, cfg, walk.best))
+            cfg = pools_held(walk.space, cfg, walk.best, walk.cpu_budget, trim)
         before = walk.best
         m = walk.jump(cfg, measure)
         if walk.best is not before:
@@ -340,9 +339,9 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
         trim_pool(walk, measure)
 
 
-def deepened(space: KnobSpace, config: dict, cores: float) -> dict | None:
-    """``config`` with every stage scaled by ``SCALE_FACTOR`` (:func:`scaled`) and its
-    thread pools held near the cores (:func:`pools_capped`); None when no stage grows.
+def deepened(space: KnobSpace, m: Measurement, cores: float, trim: bool = True) -> dict | None:
+    """``m``'s config with every stage scaled by ``SCALE_FACTOR`` (:func:`scaled`) and its
+    thread pools held as a busy CPU's are (:func:`pools_held`); None when no stage grows.
 
     For a busy CPU on tf.data: a parallel map's calls are also its output buffer (it runs
     up to ``num_parallel_calls`` elements ahead), so calls past the cores keep the stages
@@ -350,22 +349,32 @@ def deepened(space: KnobSpace, config: dict, cores: float) -> dict | None:
     cores a per-record map after ``from_generator`` shards read 15,300 records/s at 2 calls
     on 2 threads (AUTOTUNE's choice) and 18,000 at 8 calls on 4.
     """
-    cfg = scaled(space, config, SCALE_FACTOR)
-    if cfg is None or pools_only(space, config, cfg):
+    cfg = scaled(space, m.config, SCALE_FACTOR)
+    if cfg is None or pools_only(space, m.config, cfg):
         return None
-    return pools_capped(space, cfg, config, cores)
+    return pools_held(space, cfg, m, cores, trim)
 
 
 def deepen_stages(walk, measure, trim: bool = True) -> None:
-    """One jump to the best config's stages scaled x4 on pools near the cores
-    (:func:`deepened`); if it wins, the scaling goes on from there (:func:`scale_out`)."""
-    cfg = deepened(walk.space, walk.best.config, walk.cpu_budget)
+    """One jump to the best config's stages scaled x4, its pools held (:func:`deepened`);
+    if it wins, the scaling goes on from there (:func:`scale_out`)."""
+    cfg = deepened(walk.space, walk.best, walk.cpu_budget, trim)
     if cfg is None:
         return
     before = walk.best
     walk.jump(cfg, measure)
     if walk.best is not before:
         scale_out(walk, measure, trim=trim)
+
+
+def pools_held(space: KnobSpace, config: dict, m: Measurement, cores: float,
+               trim: bool = True) -> dict:
+    """``config``, a scaling of ``m``'s config that kept the CPU busy, with its pools held:
+    near the cores (:func:`pools_capped`) or, with ``trim=False`` (the stages wait on
+    something else), at the calls they serve (:func:`pools_sized`)."""
+    if trim:
+        return pools_capped(space, config, m.config, cores)
+    return pools_sized(space, config, m)
 
 
 def pools_capped(space: KnobSpace, config: dict, before: dict, cores: float) -> dict:

@@ -412,7 +412,7 @@ WIDE_POOL = KnobSpace((*SPACE.knobs[:3], Knob("pool", "threads", 1, 256, 1)))
 
 
 def test_a_busy_cpu_whose_calls_wait_grows_its_pool_only_with_the_calls_it_serves():
-    from intune_flow.agent.moves import pools_sized
+    from intune_flow.agent.moves import deepened, pools_sized
     from intune_flow.measurement import Measurement
     best = {"read": 32, "map": 1, "prefetch": 2, "pool": 48}
     grown = scaled(WIDE_POOL, best, SCALE_FACTOR)
@@ -429,6 +429,11 @@ def test_a_busy_cpu_whose_calls_wait_grows_its_pool_only_with_the_calls_it_serve
     assert sized(0.95) == {**grown, "pool": 96}
     # Without a busy share for the pool the scaling's pool stays.
     assert sized(None) == grown
+    # tf.data's jump after the signals holds its pools the same way; near the cores where
+    # the stages do not wait (trim), a saturated pool included.
+    saturated = Measurement(config=best, cpu_util=0.83, stage_signals={"pool": 0.95})
+    assert deepened(WIDE_POOL, saturated, 2, trim=False) == {**grown, "pool": 96}
+    assert deepened(WIDE_POOL, saturated, 2) == {**grown, "pool": 48}
 
 
 class WaitingCallsEnv(TwoCoreEnv):
@@ -489,11 +494,12 @@ class BurstyProducerEnv(TwoCoreEnv):
 
 def test_on_tf_data_a_busy_cpu_s_stages_get_one_scaling_jump_after_the_signals_held():
     from intune_flow.agent.moves import deepened
+    from intune_flow.measurement import Measurement
     start = {"read": 1, "map": 1, "prefetch": 1, "pool": 2}
     # Every stage x4, the pool held at 1.5 threads per core; nothing when no stage grows.
-    assert deepened(SPACE, start, 2) == {"read": 4, "map": 4, "prefetch": BUFFER_FLOOR,
-                                         "pool": 3}
-    assert deepened(SPACE, {**start, "read": 64, "map": 64}, 2) is None
+    assert deepened(SPACE, Measurement(config=start), 2) == {
+        "read": 4, "map": 4, "prefetch": BUFFER_FLOOR, "pool": 3}
+    assert deepened(SPACE, Measurement(config={**start, "read": 64, "map": 64}), 2) is None
     out = run_search(BurstyProducerEnv(), "intune", start=start, budget_s=1e9, max_steps=6,
                      seed=0, progress=False)
     seen = [m.config for m in out.history]
