@@ -33,6 +33,11 @@ def __getattr__(name):
     raise AttributeError(f"module 'intune_flow' has no attribute {name!r}")
 
 
+def __dir__():
+    """The package's names with the lazy ones (``dir(intune_flow)`` shows ``TuneResult`` too)."""
+    return sorted({*globals(), *_LAZY})
+
+
 __all__ = ["AUTOTUNE", "CacheError", "ConfigurationError", "FactoryError", "IntuneError", "Knob",
            "KnobError", "KnobSpace", "Knobs", "Measurement", "OptionsError", "PipelineError",
            "TuningError", "__version__", "probe", "tune", *_LAZY]

@@ -341,12 +341,17 @@ def _refuse_extra(kind: str, name, extra: tuple, unknown: dict) -> None:
                         "min=, default=)")
 
 
-def at_their_max(space, config: dict, implicit=()) -> list[str]:
+def at_their_max(space, config: dict, implicit=(), contended: bool = False) -> list[str]:
     """A warning per declared thread knob the search left at its ``max``: the bound, not the
     pipeline, may have stopped it (an I/O-bound read can use hundreds of calls). For configs
-    that left the CPU room: on a busy CPU more calls only take turns."""
+    that left the CPU room: on a busy CPU more calls only take turns. ``contended``: other
+    processes kept the CPU busy (this one did not), so the warning says the CPU may be what
+    held the search: calls that wait would still use more, calls that compute would not."""
+    doubt = (" (other processes kept the CPU busy while it was measured: if its calls "
+             "compute rather than wait, the CPU, not the bound, may be what held it)"
+             if contended else "")
     return [f"knob {k.name!r} was tuned to its max ({k.max}): the best may lie above it; if "
             f"the pipeline can use more, raise the bound in the factory "
-            f"(knobs.{k.kind}({k.name!r}, max=...)) and tune again"
+            f"(knobs.{k.kind}({k.name!r}, max=...)) and tune again{doubt}"
             for k in space if k.kind in THREAD_KINDS and k.name not in implicit
             and k.max > k.min and config.get(k.name) == k.max]

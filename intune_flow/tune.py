@@ -395,10 +395,12 @@ class TuningRun:
     def _warn_at_max(self, result: TuneResult, m: Measurement) -> None:
         """Warn of each knob ``result.config`` holds at its max, where ``m`` (the config's
         measurement) left the CPU room: on a busy CPU a bound binds nothing, more calls only
-        take turns."""
+        take turns. This process's own use decides (calls that wait need no core); where
+        other processes kept the CPU busy the warning says that it may be the CPU."""
         if m.ok and m.cpu_util < BUSY_CPU:
             for msg in at_their_max(self.description.space, result.config,
-                                    self.description.implicit):
+                                    self.description.implicit,
+                                    contended=m.cpu_busy >= BUSY_CPU):
                 _warn(result, msg)
 
     # -- writing -------------------------------------------------------------------------

@@ -106,6 +106,11 @@ def test_declared_thread_knobs_tuned_to_their_max_are_named_with_the_fix():
     assert "knob 'get' was tuned to its max (8)" in out[0] and "knobs.parallelism('get'" in out[0]
     assert "knobs.threads('pool', max=...)" in out[1]
     assert at_their_max(space, {**config, "get": AUTOTUNE, "pool": 15}, ("threadpool",)) == []
+    # Measured while other processes kept the CPU busy: the warning says the CPU may be it.
+    shared = at_their_max(space, config, implicit=("threadpool",), contended=True)
+    assert [w.startswith(o) for w, o in zip(shared, out)] == [True, True]
+    assert all("other processes kept the CPU busy" in w for w in shared)
+    assert not any("other processes" in w for w in out)
 
 
 def test_a_config_built_by_hand_with_a_misspelled_knob_warns_and_names_it():

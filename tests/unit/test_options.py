@@ -199,3 +199,12 @@ def test_a_factory_that_cannot_be_called_with_its_arguments_raises_before_tuning
     with pytest.raises(PipelineError, match=r"takes no positional argument for the knobs: a "
                                             r"factory takes them first"):
         tune(_no_knobs, budget_s=5, cache="memory://args")
+
+
+def test_the_package_lists_its_lazy_names_and_importing_it_stays_light():
+    code = ("import sys, intune_flow; "
+            "print(all(n in dir(intune_flow) for n in ('TuneResult', 'TuneOptions', 'Pipeline', "
+            "'apply_config', 'get_cache', 'tune', 'Knobs')), "
+            "sorted(m for m in ('tensorflow', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True []"
