@@ -84,6 +84,24 @@ class TuningPolicy:
     ``budget_s=5`` returned all-AUTOTUNE at 16,000 records/s without a word, where 20 s found
     270,000."""
 
+    confirm_doubt: float = 2 / 3
+    """A confirming probe of the chosen config below this share of the search's figure for
+    it is said in ``result.warnings``: a README-only trial's search on a machine another job
+    kept busy reported 24,505 records/s ("2.1 times AUTOTUNE") where its probe read 11,666
+    and, side by side, the config ran at 0.90 x AUTOTUNE. Not tighter: on 2 cores one
+    config's windows spread by 20-40%."""
+
+    def doubted(self, best: Measurement, confirm: Measurement | None) -> str | None:
+        """The warning for a confirming probe that read well below ``best``, else None."""
+        if confirm is None or not confirm.ok or not best.ok or best.throughput <= 0 \
+                or confirm.throughput >= self.confirm_doubt * best.throughput:
+            return None
+        return (f"the confirming probe of the chosen config read {confirm.throughput:,.0f} "
+                f"records/s, {confirm.throughput / best.throughput:.2f} of the search's best "
+                f"window for it ({best.throughput:,.0f}): the machine is noisy or shared, so "
+                "`throughput` and the comparison with AUTOTUNE may read high; the cache stored "
+                "the lower figure")
+
     def warm_budget(self, budget_s: float, per_measurement: float = 0.0) -> float:
         """A refine's or transfer's budget, given what one measurement costs (0: unknown);
         never more than ``budget_s``."""
@@ -368,6 +386,9 @@ class TuningRun:
         if self.options.method not in SEARCHING:
             return result, intent
         self._warn_at_max(result, best)
+        doubt = self.policy.doubted(best, confirm)
+        if doubt:
+            _warn(result, doubt)
         measured = len(outcome.history)
         per = outcome.seconds / max(1, measured)
         if not _moved(outcome) and outcome.stopped != "converged":

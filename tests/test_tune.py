@@ -319,10 +319,11 @@ def test_vs_autotune_comes_from_one_search_and_a_cache_hit_reports_its_nights(ca
     # AUTOTUNE look, which a busy machine can make true of 4 s
     cold = tune(TINY, budget_s=8, cache=cache_dir, **FAST)
     assert cold.source == "tuned" and cold.autotune_throughput, cold.history
-    # (a knob at its max on an idle-looking CPU may be reported, and a budget a busy machine
-    # let hold only a few measurements: not what this is about)
-    assert not [w for w in cold.warnings
-                if "was tuned to its max" not in w and "held only" not in w], cold.warnings
+    # (a knob at its max on an idle-looking CPU may be reported, a budget a busy machine let
+    # hold only a few measurements, and a confirming probe a busy machine read low: not what
+    # this is about)
+    assert not [w for w in cold.warnings if "was tuned to its max" not in w
+                and "held only" not in w and "confirming probe" not in w], cold.warnings
     assert cold.vs_autotune == pytest.approx(cold.throughput / cold.autotune_throughput)
     assert cold.to_dict()["vs_autotune"] == pytest.approx(cold.vs_autotune)   # in artifacts
     warm = tune(TINY, budget_s=8, cache=cache_dir, **FAST)
@@ -541,7 +542,7 @@ def test_no_secret_in_logs_records_or_results(s3_server, monkeypatch, caplog, tm
         second = tune(TINY, budget_s=2, cache=uri, **CACHED)
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "definitely-wrong-secret-123")
         denied = tune(TINY, budget_s=2, cache=uri, **CACHED)     # refused: falls back
-    assert denied.warnings and "access denied" in denied.warnings[0]
+    assert any("access denied" in w for w in denied.warnings), denied.warnings
     cache = get_cache(uri, s3_client=s3_server.client())
     stored = b"".join(cache.get(k)[0] for k in cache.list())
     texts = [caplog.text, json.dumps(first.to_dict()), json.dumps(second.to_dict()),

@@ -248,3 +248,44 @@ def test_a_search_with_no_move_open_caches_its_start(cache):
     assert r.source == "tuned" and r.config == r.start_config
     assert not any("held no step" in w for w in r.warnings), r.warnings
     assert read(cache, r.cache_key).record is not None
+
+
+def test_a_confirming_probe_far_below_the_search_s_figure_is_said():
+    from intune_flow.measurement import STATUS_ERROR, Measurement
+    policy = TuningPolicy()
+    cfg = {"read": 16, "threadpool": 32}
+    best = Measurement(config=cfg, throughput=24_505.0)
+    # A README-only trial's search beside a busy job: its probe read under half the window.
+    said = policy.doubted(best, Measurement(config=cfg, throughput=11_666.0))
+    assert "read 11,666 records/s, 0.48 of the search's best window" in said
+    assert "the cache stored the lower figure" in said
+    # Within the noise of a 2-core machine, or no probe to read: nothing is said.
+    assert policy.doubted(best, Measurement(config=cfg, throughput=17_000.0)) is None
+    assert policy.doubted(best, Measurement(config=cfg, status=STATUS_ERROR)) is None
+    assert policy.doubted(best, None) is None
+
+
+def test_a_search_whose_confirming_probe_reads_far_lower_warns(cache):
+    class LowProbe(SimTarget):
+        """Every measurement after the search's (the confirming probe) reads a third."""
+
+        def make_env(self, **kw):
+            env = super().make_env(**kw)
+            measure, seen = env.measure, []
+
+            def slow_last(config, **kw):
+                m = measure(config, **kw)
+                seen.append(m)
+                if len(seen) > self.after:
+                    m.throughput /= 3
+                return m
+            env.measure = slow_last
+            return env
+
+    quiet = _run(SimTarget(sample_pipeline("test", 3, cores=CORES)), cache)
+    assert not any("confirming probe" in w for w in quiet.warnings), quiet.warnings
+    low = LowProbe(sample_pipeline("test", 3, cores=CORES))
+    low.after = len(quiet.history) - 1          # the same search, then its probe
+    r = _run(low, MemoryCache())
+    assert any("confirming probe of the chosen config read" in w for w in r.warnings), \
+        r.warnings
