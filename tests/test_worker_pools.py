@@ -26,9 +26,10 @@ service = tf.data.experimental.service
 REGISTER_S = 180     # generous: two TensorFlow imports on 2 busy cores took up to a minute
 
 
-def _worker_procs() -> list[psutil.Process]:
+def _worker_procs(pid: int | None = None) -> list[psutil.Process]:
+    """The worker processes below ``pid`` (default: this process)."""
     found = []
-    for child in psutil.Process().children(recursive=True):
+    for child in psutil.Process(pid).children(recursive=True):
         try:
             if any("intune_flow.scaleout.worker" in part for part in child.cmdline()):
                 found.append(child)
@@ -88,13 +89,13 @@ def _cmdline(proc) -> list[str]:
 
 
 def _worker_children(pid: int, timeout: float = 30.0) -> list[int]:
-    """The pids of ``pid``'s worker children, polled until one shows: one CI run on a loaded
-    machine found none right after the launch returned (not traced; the worker's command
-    line is read from /proc, and an unreadable one counts as not a worker)."""
+    """The pids of the workers below ``pid`` (:func:`_worker_procs`), polled until one shows:
+    one CI run on a loaded machine found none right after the launch returned (not traced;
+    the worker's command line is read from /proc, and an unreadable one counts as not a
+    worker)."""
     deadline = time.monotonic() + timeout
     while True:
-        found = [c.pid for c in psutil.Process(pid).children()
-                 if any("intune_flow.scaleout.worker" in p for p in _cmdline(c))]
+        found = [c.pid for c in _worker_procs(pid)]
         if found or time.monotonic() > deadline:
             return found
         time.sleep(0.2)
