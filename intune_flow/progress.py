@@ -39,7 +39,7 @@ def format_event(ev: dict) -> str:
                  if ev.get("best_looks") else "")
         if str(ev.get("chosen_by", "")).endswith("tie rule"):
             looks += ("; tie rule: a config within the noise of the best with fewer knobs "
-                      "at AUTOTUNE")
+                      "at AUTOTUNE or a third less memory")
         head = f"[{ev['method']}] done after {ev['step']} steps, {ev.get('elapsed', 0):.1f}s: "
         if ev.get("status", "ok") != "ok":
             return f"{head}no config ran (every probe failed; the first: {ev['status']})"

@@ -18,6 +18,7 @@ PATIENCE = 30           # measurements without improvement before the walk count
 CONFIRM = 3             # at most this many best candidates re-measured once at the end
 CONFIRM_SHARE = 0.2     # ... about this share of the measurements the budget holds, at least 2
 CONFIRM_ROUNDS = 3      # up to this many re-measures each, when the walk converged early
+LEAN = 2 / 3            # on a tie, a config holding at most this share of the chosen one's memory
 STOP_AFTER = 20         # the agent's stop action counts only after this many without improvement
 FINETUNE = dict(lr=1e-4, batch_size=16, buffer_size=4096, eps_start=0.0, eps_end=0.0, gamma=0.0)
 """DQN settings for online fine-tuning: gentle, small batches, no exploration, one-step
@@ -311,7 +312,13 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
     The tie rule: a set value runs as it was measured, while AUTOTUNE re-decides in every
     run, so a config that handed knobs to it and won within the noise (``tie``, the walk's
     plateau) is no better measured, only less predictable, and the cache's warm-start
-    probe checks a predictable config better. ``tie_broken`` is noted when the rule chose.
+    probe checks a predictable config better. Among the tied with as many knobs at AUTOTUNE,
+    one whose peak memory is at most ``LEAN`` of that choice's is taken instead (the best of
+    such): the rate is the same within the noise, and the memory is the training's (a
+    DataLoader's spawned workers each import torch: 8 held 1.98 GB, 2 held 0.67 GB). A
+    config's peak is the highest of its windows, so memory an earlier config left in the
+    process only makes a config look heavier, never leaner; a forked worker counts only
+    what it adds to the pages it shares. ``tie_broken`` is noted when the rule chose.
     Where no race fits, the rule reads each config's best window (:func:`_tie_unraced`).
     ``chosen_by`` notes which rule chose the best: ``"race"`` or ``"best window"``, each
     with ``", tie rule"`` where the tie rule changed the choice.
@@ -355,13 +362,13 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
     if not compared:
         return
     top_mean = max(t[0] for t in compared)
-    mean, ms, new = _fewest_autotuned(compared, lambda t: t[0], lambda t: t[1][0].config, tie)
+    (mean, ms, new), lean = _tie_rule(compared, lambda t: t[0], lambda t: t[1], tie)
     start = tr.start
     is_start = config_key(ms[0].config) == config_key(start.config)
     if not is_start and start.ok and mean < start.throughput:
         return
     if mean < top_mean:
-        tr.note("tie_broken", {"autotuned_mean": top_mean, "chosen_mean": mean})
+        tr.note("tie_broken", {"autotuned_mean": top_mean, "chosen_mean": mean, **lean})
     tr.note("chosen_by", "race, tie rule" if mean < top_mean else "race")
     tr.set_best(start if is_start else max(ms, key=lambda x: x.throughput))
     tr.note("best_mean", mean)
@@ -390,18 +397,33 @@ def _tie_unraced(tr: Tracker, seen, tie: float) -> None:
     if top is None or not top.ok:
         return
     bests = [max(ms, key=lambda x: x.throughput) for ms in seen]
-    chosen = _fewest_autotuned([top, *bests], lambda m: m.throughput, lambda m: m.config, tie)
+    chosen, lean = _tie_rule([top, *bests], lambda m: m.throughput, lambda m: [m], tie)
     tr.note("chosen_by", "best window")
     if chosen is not top:
         tr.set_best(chosen)
         tr.note("tie_broken", {"autotuned_best": top.throughput,
-                               "chosen_best": chosen.throughput})
+                               "chosen_best": chosen.throughput, **lean})
         tr.note("chosen_by", "best window, tie rule")
 
 
-def _fewest_autotuned(candidates: list, score, config, tie: float):
+def _tie_rule(candidates: list, score, looks, tie: float):
     """The tie rule: among ``candidates`` whose ``score`` is within ``tie`` of the best one,
-    the one whose ``config`` has the fewest knobs at AUTOTUNE (then the higher score)."""
+    the one whose config has the fewest knobs at AUTOTUNE (then the higher score); then,
+    among those tied with as many knobs at AUTOTUNE, the best of any holding at most
+    ``LEAN`` of its memory. ``looks(c)`` is a candidate's measurements. Returns the choice
+    and what it holds against the heavier config it was taken over (``{}`` when the memory
+    step did not choose)."""
     top = max(score(c) for c in candidates)
     tied = [c for c in candidates if score(c) >= top * (1 - tie)]
-    return min(tied, key=lambda c: (_autotuned(config(c)), -score(c)))
+    chosen = min(tied, key=lambda c: (_autotuned(looks(c)[0].config), -score(c)))
+    lean = [c for c in tied if _autotuned(looks(c)[0].config) == _autotuned(looks(chosen)[0].config)
+            and 0 < _peak_rss(looks(c)) <= LEAN * _peak_rss(looks(chosen))]
+    if not lean:
+        return chosen, {}
+    leanest = max(lean, key=score)
+    return leanest, {"chosen_rss": _peak_rss(looks(leanest)), "instead_rss": _peak_rss(looks(chosen))}
+
+
+def _peak_rss(ms: list) -> int:
+    """The highest memory a config's measurements held."""
+    return max(m.peak_rss for m in ms)

@@ -243,6 +243,47 @@ def test_on_a_tie_the_race_keeps_the_config_that_hands_fewer_knobs_to_autotune()
     assert chosen == -1 and "tie_broken" not in extra and extra["chosen_by"] == "race"
 
 
+class _WorkersEnv(ScriptedEnv):
+    """A scripted env whose configs hold 1 GiB of memory per ``map`` worker (processes)."""
+
+    def measure(self, config):
+        m = super().measure(config)
+        m.peak_rss = config["map"] << 30
+        return m
+
+
+def test_on_a_tie_the_race_keeps_the_config_that_holds_far_less_memory():
+    # A DataLoader's spawned workers each import torch: 8 held 1.98 GB, 2 held 0.67 GB.
+    from intune_flow.search.intune import _confirm
+    from intune_flow.search.tracker import Tracker
+
+    def race(looks, tie, steps=5):
+        env = _WorkersEnv(looks)
+        tr = Tracker(env, "intune", budget_s=1e9, max_steps=steps, progress=lambda ev: None)
+        tr.measure({"map": 1}, start=True)
+        for c in sorted(looks, reverse=True)[:-1]:
+            tr.measure({"map": c})
+        _confirm(tr, 2, tie=tie)
+        return tr.best.config["map"], tr.outcome().extra
+
+    # 8 workers lead 3 by 2% on their new looks: within a 5% tie, the 3 are kept.
+    looks = {1: [10], 8: [100, 100], 3: [99, 98]}
+    chosen, extra = race(looks, tie=0.05)
+    assert chosen == 3 and extra["best_mean"] == 98
+    assert extra["tie_broken"] == {"autotuned_mean": 100, "chosen_mean": 98,
+                                   "chosen_rss": 3 << 30, "instead_rss": 8 << 30}
+    assert extra["chosen_by"] == "race, tie rule"
+    # Without a tie rule, or beyond it, the faster; 6 workers hold 3/4 of 8's: not lean.
+    assert race(looks, tie=0.0)[0] == 8
+    assert race({1: [10], 8: [100, 100], 3: [99, 90]}, tie=0.05)[0] == 8
+    chosen, extra = race({1: [10], 8: [100, 100], 6: [99, 98]}, tie=0.05)
+    assert chosen == 8 and "tie_broken" not in extra
+    # Where no race fits, the same rule reads the best windows.
+    chosen, extra = race({1: [10], 8: [100], 3: [98]}, tie=0.05, steps=3)
+    assert chosen == 3 and extra["chosen_by"] == "best window, tie rule"
+    assert extra["tie_broken"]["instead_rss"] == 8 << 30
+
+
 def test_where_no_race_fits_the_tie_rule_reads_the_best_windows():
     from intune_flow.search.intune import _confirm
     from intune_flow.search.tracker import Tracker
