@@ -151,6 +151,15 @@ class TuneResult:
                 kwargs[key] = {str(k): int(v) for k, v in (kwargs[key] or {}).items()}
         return cls(**kwargs)
 
+    def versus_autotune(self) -> str:
+        """``vs_autotune`` in words (``"1.4 times AUTOTUNE"``), ``" when tuned"`` added on a
+        cache hit, whose figure is the night that tuned it, printed beside today's look; ""
+        where AUTOTUNE was not measured."""
+        if not self.vs_autotune:
+            return ""
+        when = " when tuned" if self.source == "cache" else ""
+        return f"{self.vs_autotune:.1f} times AUTOTUNE{when}"
+
     def summary(self) -> str:
         """One line for logs."""
         extra = f" ({self.reason})" if self.reason else ""
@@ -158,7 +167,7 @@ class TuneResult:
             config = self.config or "the factory defaults"
             return (f"source={self.source} nothing measured, "
                     f"tuning={self.tuning_seconds:.1f}s config={config}{extra}")
-        versus = f" ({self.vs_autotune:.1f} times AUTOTUNE)" if self.vs_autotune else ""
+        versus = f" ({self.versus_autotune()})" if self.vs_autotune else ""
         return (f"source={self.source} throughput={self.throughput:,.0f}/s{versus} "
                 f"start={self.start_throughput:,.0f}/s tuning={self.tuning_seconds:.1f}s "
                 f"config={self.config}{extra}")

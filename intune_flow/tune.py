@@ -98,9 +98,13 @@ class TuningPolicy:
             return None
         return (f"the confirming probe of the chosen config read {confirm.throughput:,.0f} "
                 f"records/s, {confirm.throughput / best.throughput:.2f} of the search's best "
-                f"window for it ({best.throughput:,.0f}): the machine is noisy or shared, so "
-                "`throughput` and the comparison with AUTOTUNE may read high; the cache stored "
-                "the lower figure")
+                f"window for it ({best.throughput:,.0f}): one of the two is off (a machine "
+                "other jobs keep busy, or a window the config drew far from its typical "
+                "rate: a short search chooses on one window), so `throughput` and the "
+                "comparison with AUTOTUNE may read high; the cache stored the lower figure, "
+                "which warm starts check against; where it matters, measure the config with "
+                "`intune-flow probe --repeat 5` or tune again with a longer budget_s (its "
+                "end-of-search race judges the best configs on new looks)")
 
     def warm_budget(self, budget_s: float, per_measurement: float = 0.0) -> float:
         """A refine's or transfer's budget, given what one measurement costs (0: unknown);

@@ -259,10 +259,20 @@ def test_a_confirming_probe_far_below_the_search_s_figure_is_said():
     said = policy.doubted(best, Measurement(config=cfg, throughput=11_666.0))
     assert "read 11,666 records/s, 0.48 of the search's best window" in said
     assert "the cache stored the lower figure" in said
+    assert "a short search chooses on one window" in said and "--repeat 5" in said
     # Within the noise of a 2-core machine, or no probe to read: nothing is said.
     assert policy.doubted(best, Measurement(config=cfg, throughput=17_000.0)) is None
     assert policy.doubted(best, Measurement(config=cfg, status=STATUS_ERROR)) is None
     assert policy.doubted(best, None) is None
+
+
+def test_a_cache_hit_s_line_says_its_autotune_ratio_is_the_tuning_night_s():
+    from intune_flow.result import TuneResult
+    tuned = TuneResult(config={"read": 4}, throughput=32_081.0, autotune_throughput=22_915.0)
+    assert "(1.4 times AUTOTUNE) " in tuned.summary()
+    hit = TuneResult(config={"read": 4}, throughput=32_081.0, vs_autotune=1.4, source="cache")
+    assert "(1.4 times AUTOTUNE when tuned) " in hit.summary()
+    assert TuneResult(config={"read": 4}, throughput=1.0).versus_autotune() == ""
 
 
 def test_a_search_whose_confirming_probe_reads_far_lower_warns(cache):
