@@ -167,7 +167,7 @@ class TuneResult:
             config = self.config or "the factory defaults"
             return (f"source={self.source} nothing measured, "
                     f"tuning={self.tuning_seconds:.1f}s config={config}{extra}")
-        versus = f" ({self.versus_autotune()})" if self.vs_autotune else ""
+        versus = f" ({v})" if (v := self.versus_autotune()) else ""
         return (f"source={self.source} throughput={self.throughput:,.0f}/s{versus} "
                 f"start={self.start_throughput:,.0f}/s tuning={self.tuning_seconds:.1f}s "
                 f"config={self.config}{extra}")

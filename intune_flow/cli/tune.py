@@ -54,7 +54,7 @@ def _run(args) -> int:
         return 0
     print(f"source      {result.source}" + (f"  ({result.reason})" if result.reason else ""))
     print(f"config      {format_config(result.config)}")
-    versus = f", {result.versus_autotune()}" if result.vs_autotune else ""
+    versus = f", {v}" if (v := result.versus_autotune()) else ""
     print(f"throughput  {result.throughput:,.0f}/s (start {result.start_throughput:,.0f}/s"
           f"{versus})")
     print(f"tuning      {result.tuning_seconds:.1f}s"

@@ -416,12 +416,13 @@ def _tie_rule(candidates: list, score, looks, tie: float):
     top = max(score(c) for c in candidates)
     tied = [c for c in candidates if score(c) >= top * (1 - tie)]
     chosen = min(tied, key=lambda c: (_autotuned(looks(c)[0].config), -score(c)))
-    lean = [c for c in tied if _autotuned(looks(c)[0].config) == _autotuned(looks(chosen)[0].config)
-            and 0 < _peak_rss(looks(c)) <= LEAN * _peak_rss(looks(chosen))]
+    autotuned, held = _autotuned(looks(chosen)[0].config), _peak_rss(looks(chosen))
+    lean = [c for c in tied if _autotuned(looks(c)[0].config) == autotuned
+            and 0 < _peak_rss(looks(c)) <= LEAN * held]
     if not lean:
         return chosen, {}
     leanest = max(lean, key=score)
-    return leanest, {"chosen_rss": _peak_rss(looks(leanest)), "instead_rss": _peak_rss(looks(chosen))}
+    return leanest, {"chosen_rss": _peak_rss(looks(leanest)), "instead_rss": held}
 
 
 def _peak_rss(ms: list) -> int:
