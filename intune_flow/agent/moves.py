@@ -479,6 +479,23 @@ def pool_trimmed(space: KnobSpace, m: Measurement, cores: float) -> dict | None:
     return cfg if cfg != m.config else None
 
 
+def pool_at_cores(space: KnobSpace, m: Measurement, cores: float) -> dict | None:
+    """``m``'s config with every static thread pool above ``cores`` cut to them (the grid
+    value at or above), when ``m`` kept the CPU busy; None when nothing is cut. The end of
+    the search races it against ``m``: ``POOL_PER_CORE`` threads per core is the best
+    known on most busy pipelines, but not on all (trial 61's tf.data ``filter`` +
+    ``padded_batch`` pipeline read 14,400-16,300 records/s on pools of 3-4 threads against
+    21,900-22,600 on tf.data's pool of one thread per core, in a grid), and one window
+    each, as the walk draws them, cannot tell them apart."""
+    if not m.ok or m.cpu_util < BUSY_CPU:
+        return None
+    cfg = dict(m.config)
+    for k in static_pools(space, cfg):
+        if cfg[k.name] > cores:
+            cfg[k.name] = max(k.min, _snap_up(k, cores))
+    return cfg if cfg != m.config else None
+
+
 def trim_pool(walk, measure, lost: Measurement | None = None) -> None:
     """One jump to a config with its pool cut to the cores (:func:`pool_trimmed`): the
     scaling round that ``lost``, when its pool is what it overgrew (the stages it grew may

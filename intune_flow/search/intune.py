@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..agent.moves import (BUSY_CPU, autotune_held_back, hybrid_autotune, pool_trimmed,
+from ..agent.moves import (BUSY_CPU, autotune_held_back, hybrid_autotune, pool_at_cores, pool_trimmed,
                            recover, rescaled, smart_start)
 from ..agent.walk import Walk, config_key
 from ..env import has_native_autotune, kept_from_autotune
@@ -77,12 +77,14 @@ def _intune(tr: Tracker, env, rng, *, policy_state, seed, continuous, learn,
                 plateau=_plateau(tr.start), accept=_plateau(tr.start) / 2,
                 autotune=has_native_autotune(env))
     cores = env.cpu_budget
-    # The last few measurements go to a second look at the best candidates and, where the
-    # framework has its own tuner, to one hybrid config: the walk may not spend them, nor
-    # the warm-up when the budget holds twice as many (a shorter one goes to the search).
+    # The last few measurements go to a second look at the best candidates (with, where the
+    # space has a thread pool, the best's pool cut to the cores) and, where the framework
+    # has its own tuner, to one hybrid config: the walk may not spend them, nor the warm-up
+    # when the budget holds twice as many (a shorter one goes to the search).
     hybrid = _hybrid(env) if variant != "bare" else 0
     confirm = _confirm_count(tr)
-    reserve = None if continuous else confirm + hybrid
+    pool = _pool_raced(env) if variant != "bare" and confirm >= CONFIRM else 0
+    reserve = None if continuous else confirm + hybrid + pool
     held = reserve is not None and tr.measurements_left() >= 2 * reserve
     end = None
     try:
@@ -111,7 +113,8 @@ def _intune(tr: Tracker, env, rng, *, policy_state, seed, continuous, learn,
         tr.stop(end)
         if hybrid:
             _measure_hybrid(tr, env, walk)
-        _confirm(tr, confirm, tie=walk.plateau, anchor=anchor)
+        _confirm(tr, confirm, tie=walk.plateau, anchor=anchor,
+                 pools=env if pool else None)
     except BudgetSpent:
         pass
     tr.note("final_cores", cores)
@@ -221,6 +224,15 @@ def _hybrid(env) -> int:
     return 1 if has_native_autotune(env) else 0
 
 
+def _pool_raced(env) -> int:
+    """1 where the end race may add the best config with its thread pool cut to the cores
+    (:func:`~intune_flow.agent.moves.pool_at_cores`): the space has a thread-pool knob.
+    Kept for only where the budget races ``CONFIRM`` candidates: a shorter one needs the
+    measurement for its walk (simulator, 10 measurements: 0.960 of the oracle with it kept
+    for, 0.979 without)."""
+    return 1 if any(k.kind == "threads" for k in env.space) else 0
+
+
 def _measure_hybrid(tr: Tracker, env, walk: Walk) -> None:
     """Where the framework has its own tuner, measure the walk's best with its parallelism
     handed to it (:func:`~intune_flow.agent.moves.hybrid_autotune`) once: AUTOTUNE's run-time
@@ -289,7 +301,7 @@ def _plateau(start) -> float:
 
 
 def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
-             anchor: Measurement | None = None) -> None:
+             anchor: Measurement | None = None, pools=None) -> None:
     """Re-measure the best ``count`` configs, in a row, and keep the one with the best mean
     of its new looks; among those within ``tie`` of that mean, the one with the fewest
     knobs at AUTOTUNE. ``anchor`` (the best when the smart start ended) takes the last
@@ -329,6 +341,12 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
     smart start's config against them means a longer budget does not lose what a short
     one finds (torchdata thread workers, 3 ms GETs: the 60 s search's race of three such
     neighbours read 0.91-0.96 of the best known, the 20 s search's pick 0.99-1.00).
+
+    The pool: given ``pools`` (the env) and a measurement left beyond ``count``'s, the
+    first candidate's config with its thread pools cut to the env's cores
+    (:func:`~intune_flow.agent.moves.pool_at_cores`) joins the race when it kept the CPU
+    busy: the busy-CPU rule's ``POOL_PER_CORE`` threads per core is right on most such
+    pipelines and far off on some, by more than one window's noise only on average.
     """
     seen = _raceable(tr)
     left = tr.measurements_left()
@@ -338,6 +356,11 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
     if own is not None and len(top) >= 2 and not any(ms is own for ms in top) and \
             _best_window(top[-1]) <= _best_window(own) * (1 + tie):
         top[-1] = own
+    top = [(ms[0].config, ms) for ms in top]
+    cut = pool_at_cores(pools.space, max(top[0][1], key=lambda x: x.throughput),
+                        pools.cpu_budget) if pools is not None and top and len(top) < left else None
+    if cut is not None and all(config_key(cut) != config_key(c) for c, _ in top):
+        top.append((cut, seen.get(config_key(cut), [])))
     if len(top) < 2:
         _tie_unraced(tr, seen.values(), tie)
         return
@@ -347,17 +370,17 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
     failed = set()
     try:
         for _ in range(rounds):
-            for i, ms in enumerate(top):
+            for i, (config, _) in enumerate(top):
                 if i in failed:
                     continue
-                again = tr.measure(ms[0].config)
+                again = tr.measure(config)
                 if again.ok:
                     looks[i].append(again)
                 else:
                     failed.add(i)
     except BudgetSpent:
         pass
-    compared = [(sum(x.throughput for x in new) / len(new), top[i] + new, new)
+    compared = [(sum(x.throughput for x in new) / len(new), top[i][1] + new, new)
                 for i, new in enumerate(looks) if new and i not in failed]
     if not compared:
         return

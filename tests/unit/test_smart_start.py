@@ -834,3 +834,63 @@ def test_a_walk_from_an_all_autotune_start_does_not_idle_into_its_reserve():
     out = run_search(env, "intune", start=env.space.autotune(), budget_s=5, seed=0,
                      progress=False)
     assert any(m.config != env.space.autotune() for m in out.history)
+
+
+class PoolRaceEnv(TwoCoreEnv):
+    """8 calls per stage on 2 cores: a 3-thread pool reads 75, one of 2 threads 100, but the
+    walk's window of the 3-thread config was lucky (``lucky``, once)."""
+
+    def __init__(self, cpu_util=0.9, lucky=120.0):
+        super().__init__()
+        self.cpu_util, self.lucky, self.order = cpu_util, lucky, []
+
+    def measure(self, config):
+        from intune_flow.measurement import Measurement
+        self.t += 1.0
+        self.order.append(dict(config))
+        rate = 100.0 if config["pool"] <= 2 else 75.0
+        if config["map"] == 8 and config["pool"] == 3 and self.lucky is not None:
+            rate, self.lucky = self.lucky, None
+        return Measurement(config=dict(config), throughput=rate * min(config["map"], 8) / 8,
+                           seconds=1.0, cpu_util=self.cpu_util)
+
+
+def test_the_race_adds_the_best_config_with_its_pool_cut_to_the_cores_of_a_busy_cpu():
+    # Trial 61's sessions pipeline: 14-16k records/s on a 3-4 thread pool, 22k on tf.data's
+    # one thread per core, which the walk's single windows did not tell apart.
+    from intune_flow.search.intune import _confirm
+    from intune_flow.search.tracker import Tracker
+    best, runner_up = ({"read": 8, "map": 8, "prefetch": 2, "pool": 3},
+                       {"read": 8, "map": 4, "prefetch": 2, "pool": 3})
+
+    def race(steps, pools=True, **kw):
+        env = PoolRaceEnv(**kw)
+        tr = Tracker(env, "intune", budget_s=1e9, max_steps=steps, progress=lambda ev: None)
+        tr.measure(SPACE.ones(), start=True)
+        tr.measure(best)
+        tr.measure(runner_up)
+        env.order.clear()
+        _confirm(tr, 2, pools=env if pools else None)
+        return tr.best.config, env.order
+
+    cut = {**best, "pool": 2}
+    chosen, raced = race(steps=5)
+    assert raced == [best, runner_up, cut] and chosen == cut
+    assert race(steps=5, pools=False)[1] == [best, runner_up]     # not asked for
+    assert race(steps=4)[1] == [best, runner_up]                  # no measurement to spare
+    assert race(steps=5, cpu_util=0.6)[1] == [best, runner_up]    # an idle CPU keeps its pool
+
+
+def test_a_budget_that_races_three_candidates_keeps_a_measurement_for_the_pool():
+    from intune_flow.search.intune import _confirm_count, CONFIRM
+    from intune_flow.search.tracker import Tracker
+    start = {"read": 1, "map": 1, "prefetch": 1, "pool": 2}
+    for steps, kept in ((20, True), (10, False)):
+        env = PoolRaceEnv()
+        tr = Tracker(env, "intune", budget_s=1e9, max_steps=steps, progress=lambda ev: None)
+        assert (_confirm_count(tr) >= CONFIRM) is kept
+        out = run_search(PoolRaceEnv(), "intune", start=start, budget_s=1e9, max_steps=steps,
+                         seed=0, progress=False)
+        assert len(out.history) == steps + 1                     # the start, then the budget
+        # The walk's single-knob moves never try the 2-thread pool here; the race does.
+        assert out.best.config["pool"] == (2 if kept else 3)
