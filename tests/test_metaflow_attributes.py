@@ -159,7 +159,7 @@ def test_card_rows_hold_the_figures():
     # over that night's AUTOTUNE, as the artifact, the CLI and the logs say.
     hit = dict(summary_rows({**RECORD, "source": "cache", "throughput": 2000.0,
                              "autotune_throughput": 500.0, "vs_autotune": 6.2}))
-    assert hit["vs AUTOTUNE"] == "6.2 times AUTOTUNE"
+    assert hit["vs AUTOTUNE"] == "6.2 times AUTOTUNE when tuned"
     png = throughput_png(RECORD)
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert throughput_png({**RECORD, "history": []}) is None

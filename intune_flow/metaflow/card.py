@@ -33,6 +33,7 @@ def summary_rows(record: dict) -> list[list[str]]:
     # The result's own figure: on a cache hit it is the night that tuned it, not today's
     # short probe over that night's AUTOTUNE.
     versus = record.get("vs_autotune") or (chosen / autotune if autotune and chosen else None)
+    when = " when tuned" if record.get("source") == "cache" else ""
     speedup = f"{chosen / start:.2f}x" if start and chosen else "-"
     rows = [
         ["pipeline", _fmt(record.get("pipeline"))],
@@ -42,7 +43,7 @@ def summary_rows(record: dict) -> list[list[str]]:
         ["throughput (chosen)", _fmt(chosen, " /s")],
         ["throughput (start)", _fmt(start, " /s")],
         ["speedup over start", speedup],
-        ["vs AUTOTUNE", f"{versus:.1f} times AUTOTUNE" if versus else "not measured"],
+        ["vs AUTOTUNE", f"{versus:.1f} times AUTOTUNE{when}" if versus else "not measured"],
         ["method", _fmt(record.get("method"))],
         ["cpu budget", _fmt(record.get("cpu_budget"))],
         ["ram budget", _fmt(_gib(record.get("ram_budget")))],
