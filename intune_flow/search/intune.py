@@ -346,7 +346,10 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
     first candidate's config with its thread pools cut to the env's cores
     (:func:`~intune_flow.agent.moves.pool_at_cores`) joins the race when it kept the CPU
     busy: the busy-CPU rule's ``POOL_PER_CORE`` threads per core is right on most such
-    pipelines and far off on some, by more than one window's noise only on average.
+    pipelines and far off on some, by more than one window's noise only on average. Tied
+    within ``tie`` with the race's choice, and with no more knobs at AUTOTUNE, it is taken
+    (``tie_broken`` notes ``pool_at_cores``): a pool the size of the cores is tf.data's own,
+    and a tie is no evidence that the threads past them pay.
     """
     seen = _raceable(tr)
     left = tr.measurements_left()
@@ -386,6 +389,11 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
         return
     top_mean = max(t[0] for t in compared)
     (mean, ms, new), lean = _tie_rule(compared, lambda t: t[0], lambda t: t[1], tie)
+    cut_look = next((t for t in compared if cut is not None
+                     and config_key(t[1][0].config) == config_key(cut)), None)
+    if cut_look is not None and cut_look[1] is not ms and cut_look[0] >= top_mean * (1 - tie) \
+            and _autotuned(cut) <= _autotuned(ms[0].config):
+        (mean, ms, new), lean = cut_look, {"pool_at_cores": True}
     start = tr.start
     is_start = config_key(ms[0].config) == config_key(start.config)
     if not is_start and start.ok and mean < start.throughput:

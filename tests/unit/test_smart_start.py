@@ -840,15 +840,16 @@ class PoolRaceEnv(TwoCoreEnv):
     """8 calls per stage on 2 cores: a 3-thread pool reads 75, one of 2 threads 100, but the
     walk's window of the 3-thread config was lucky (``lucky``, once)."""
 
-    def __init__(self, cpu_util=0.9, lucky=120.0):
+    def __init__(self, cpu_util=0.9, lucky=120.0, threads3=75.0):
         super().__init__()
         self.cpu_util, self.lucky, self.order = cpu_util, lucky, []
+        self.threads3 = threads3
 
     def measure(self, config):
         from intune_flow.measurement import Measurement
         self.t += 1.0
         self.order.append(dict(config))
-        rate = 100.0 if config["pool"] <= 2 else 75.0
+        rate = 100.0 if config["pool"] <= 2 else self.threads3
         if config["map"] == 8 and config["pool"] == 3 and self.lucky is not None:
             rate, self.lucky = self.lucky, None
         return Measurement(config=dict(config), throughput=rate * min(config["map"], 8) / 8,
@@ -863,14 +864,14 @@ def test_the_race_adds_the_best_config_with_its_pool_cut_to_the_cores_of_a_busy_
     best, runner_up = ({"read": 8, "map": 8, "prefetch": 2, "pool": 3},
                        {"read": 8, "map": 4, "prefetch": 2, "pool": 3})
 
-    def race(steps, pools=True, **kw):
+    def race(steps, pools=True, tie=0.0, **kw):
         env = PoolRaceEnv(**kw)
         tr = Tracker(env, "intune", budget_s=1e9, max_steps=steps, progress=lambda ev: None)
         tr.measure(SPACE.ones(), start=True)
         tr.measure(best)
         tr.measure(runner_up)
         env.order.clear()
-        _confirm(tr, 2, pools=env if pools else None)
+        _confirm(tr, 2, tie=tie, pools=env if pools else None)
         return tr.best.config, env.order
 
     cut = {**best, "pool": 2}
@@ -879,6 +880,9 @@ def test_the_race_adds_the_best_config_with_its_pool_cut_to_the_cores_of_a_busy_
     assert race(steps=5, pools=False)[1] == [best, runner_up]     # not asked for
     assert race(steps=4)[1] == [best, runner_up]                  # no measurement to spare
     assert race(steps=5, cpu_util=0.6)[1] == [best, runner_up]    # an idle CPU keeps its pool
+    # 3 threads lead by 2%: within a 5% tie the pool at the cores is taken, beyond it not.
+    assert race(steps=5, tie=0.05, threads3=102.0)[0] == cut
+    assert race(steps=5, tie=0.01, threads3=102.0)[0] == best
 
 
 def test_a_budget_that_races_three_candidates_keeps_a_measurement_for_the_pool():
