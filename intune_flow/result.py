@@ -155,10 +155,7 @@ class TuneResult:
         """``vs_autotune`` in words (``"1.4 times AUTOTUNE"``), ``" when tuned"`` added on a
         cache hit, whose figure is the night that tuned it, printed beside today's look; ""
         where AUTOTUNE was not measured."""
-        if not self.vs_autotune:
-            return ""
-        when = " when tuned" if self.source == "cache" else ""
-        return f"{self.vs_autotune:.1f} times AUTOTUNE{when}"
+        return versus_autotune_words(self.vs_autotune, self.source)
 
     def summary(self) -> str:
         """One line for logs."""
@@ -215,3 +212,12 @@ def _clean(value):
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def versus_autotune_words(ratio: float | None, source: str | None) -> str:
+    """A ratio to AUTOTUNE in words (``"1.4 times AUTOTUNE"``), ``" when tuned"`` added where
+    ``source`` is a cache hit (the figure is the night that tuned it); "" without a ratio."""
+    if not ratio:
+        return ""
+    when = " when tuned" if source == "cache" else ""
+    return f"{ratio:.1f} times AUTOTUNE{when}"

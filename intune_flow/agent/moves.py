@@ -470,13 +470,7 @@ def pool_trimmed(space: KnobSpace, m: Measurement, cores: float) -> dict | None:
     """``m``'s config with every thread pool above twice ``cores`` cut to ``POOL_PER_CORE``
     threads per core (the grid value at or above), when ``m`` kept the CPU busy; None when
     nothing is cut."""
-    if not m.ok or m.cpu_util < BUSY_CPU:
-        return None
-    cfg = dict(m.config)
-    for k in space:
-        if k.kind == "threads" and cfg[k.name] > 2 * cores:
-            cfg[k.name] = _cores_pool(k, cores)
-    return cfg if cfg != m.config else None
+    return _pools_cut(space, m, above=2 * cores, threads=POOL_PER_CORE * cores)
 
 
 def pool_at_cores(space: KnobSpace, m: Measurement, cores: float) -> dict | None:
@@ -487,12 +481,18 @@ def pool_at_cores(space: KnobSpace, m: Measurement, cores: float) -> dict | None
     ``padded_batch`` pipeline read 14,400-16,300 records/s on pools of 3-4 threads against
     21,900-22,600 on tf.data's pool of one thread per core, in a grid), and one window
     each, as the walk draws them, cannot tell them apart."""
+    return _pools_cut(space, m, above=cores, threads=cores)
+
+
+def _pools_cut(space: KnobSpace, m: Measurement, above: float, threads: float) -> dict | None:
+    """``m``'s config with every static thread pool above ``above`` cut to ``threads`` (the
+    grid value at or above), when ``m`` kept the CPU busy; None when nothing is cut."""
     if not m.ok or m.cpu_util < BUSY_CPU:
         return None
     cfg = dict(m.config)
     for k in static_pools(space, cfg):
-        if cfg[k.name] > cores:
-            cfg[k.name] = max(k.min, _snap_up(k, cores))
+        if cfg[k.name] > above:
+            cfg[k.name] = _snap_up(k, threads)
     return cfg if cfg != m.config else None
 
 

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from ..knobs import AUTOTUNE
+from ..result import versus_autotune_words
 
 CARD_ID = "intune"
 CARD_TYPE = "blank"
@@ -33,7 +34,6 @@ def summary_rows(record: dict) -> list[list[str]]:
     # The result's own figure: on a cache hit it is the night that tuned it, not today's
     # short probe over that night's AUTOTUNE.
     versus = record.get("vs_autotune") or (chosen / autotune if autotune and chosen else None)
-    when = " when tuned" if record.get("source") == "cache" else ""
     speedup = f"{chosen / start:.2f}x" if start and chosen else "-"
     rows = [
         ["pipeline", _fmt(record.get("pipeline"))],
@@ -43,7 +43,7 @@ def summary_rows(record: dict) -> list[list[str]]:
         ["throughput (chosen)", _fmt(chosen, " /s")],
         ["throughput (start)", _fmt(start, " /s")],
         ["speedup over start", speedup],
-        ["vs AUTOTUNE", f"{versus:.1f} times AUTOTUNE{when}" if versus else "not measured"],
+        ["vs AUTOTUNE", versus_autotune_words(versus, record.get("source")) or "not measured"],
         ["method", _fmt(record.get("method"))],
         ["cpu budget", _fmt(record.get("cpu_budget"))],
         ["ram budget", _fmt(_gib(record.get("ram_budget")))],

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..agent.moves import (BUSY_CPU, autotune_held_back, hybrid_autotune, pool_at_cores, pool_trimmed,
-                           recover, rescaled, smart_start)
+from ..agent.moves import (BUSY_CPU, autotune_held_back, hybrid_autotune, pool_at_cores,
+                           pool_trimmed, recover, rescaled, smart_start)
 from ..agent.walk import Walk, config_key
 from ..env import has_native_autotune, kept_from_autotune
 from ..knobs import AUTOTUNE
@@ -361,9 +361,10 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
         top[-1] = own
     top = [(ms[0].config, ms) for ms in top]
     cut = pool_at_cores(pools.space, max(top[0][1], key=lambda x: x.throughput),
-                        pools.cpu_budget) if pools is not None and top and len(top) < left else None
-    if cut is not None and all(config_key(cut) != config_key(c) for c, _ in top):
-        top.append((cut, seen.get(config_key(cut), [])))
+                        pools.cpu_budget) if pools is not None and 0 < len(top) < left else None
+    cut_key = config_key(cut) if cut is not None else None
+    if cut is not None and all(config_key(c) != cut_key for c, _ in top):
+        top.append((cut, seen.get(cut_key, [])))
     if len(top) < 2:
         _tie_unraced(tr, seen.values(), tie)
         return
@@ -389,8 +390,7 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
         return
     top_mean = max(t[0] for t in compared)
     (mean, ms, new), lean = _tie_rule(compared, lambda t: t[0], lambda t: t[1], tie)
-    cut_look = next((t for t in compared if cut is not None
-                     and config_key(t[1][0].config) == config_key(cut)), None)
+    cut_look = next((t for t in compared if config_key(t[1][0].config) == cut_key), None)
     if cut_look is not None and cut_look[1] is not ms and cut_look[0] >= top_mean * (1 - tie) \
             and _autotuned(cut) <= _autotuned(ms[0].config):
         (mean, ms, new), lean = cut_look, {"pool_at_cores": True}
