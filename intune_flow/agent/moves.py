@@ -179,6 +179,15 @@ def static_pools(space: KnobSpace, config: dict) -> list:
     return [k for k in space if k.kind == "threads" and config[k.name] != AUTOTUNE]
 
 
+def pool_threads(space: KnobSpace, config: dict, cores: float) -> float | None:
+    """The threads ``config``'s thread pools hold (a pool at AUTOTUNE is the framework's own,
+    one thread per core); None where the space has no thread-pool knob."""
+    pools = [k for k in space if k.kind == "threads" and k.name in config]
+    if not pools:
+        return None
+    return float(sum(cores if config[k.name] == AUTOTUNE else config[k.name] for k in pools))
+
+
 def autotune_held_back(space: KnobSpace, m: Measurement, keep=()) -> dict | None:
     """``m``'s config (a hybrid: parallelism at AUTOTUNE) with what held AUTOTUNE back grown,
     when it left the CPU below ``BUSY_CPU`` (its own ``cpu_util``: calls that wait need no

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..agent.moves import (BUSY_CPU, autotune_held_back, hybrid_autotune, pool_at_cores,
-                           pool_trimmed, recover, rescaled, smart_start)
+                           pool_threads, pool_trimmed, recover, rescaled, smart_start)
 from ..agent.walk import Walk, config_key
 from ..env import has_native_autotune, kept_from_autotune
 from ..knobs import AUTOTUNE
@@ -330,7 +330,13 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
     DataLoader's spawned workers each import torch: 8 held 1.98 GB, 2 held 0.67 GB). A
     config's peak is the highest of its windows, so memory an earlier config left in the
     process only makes a config look heavier, never leaner; a forked worker counts only
-    what it adds to the pages it shares. ``tie_broken`` is noted when the rule chose.
+    what it adds to the pages it shares. Else, when that choice kept the CPU busy
+    (``BUSY_CPU``), the one among them whose thread pools hold the fewest threads (a pool at
+    AUTOTUNE holds one per core), where that is fewer than the choice's: on a busy CPU a tie
+    is no evidence that the threads past it pay, and the trainer shares the CPU with them (on a busy machine more threads also win a larger share of it from other
+    processes, which reads as speed: README-only trial 60 chose a 32-thread pool over an
+    8-thread one by 5% on one look, and read half the best known side by side).
+    ``tie_broken`` is noted when the rule chose.
     Where no race fits, the rule reads each config's best window (:func:`_tie_unraced`).
     ``chosen_by`` notes which rule chose the best: ``"race"`` or ``"best window"``, each
     with ``", tie rule"`` where the tie rule changed the choice.
@@ -346,10 +352,8 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
     first candidate's config with its thread pools cut to the env's cores
     (:func:`~intune_flow.agent.moves.pool_at_cores`) joins the race when it kept the CPU
     busy: the busy-CPU rule's ``POOL_PER_CORE`` threads per core is right on most such
-    pipelines and far off on some, by more than one window's noise only on average. Tied
-    within ``tie`` with the race's choice, and with no more knobs at AUTOTUNE, it is taken
-    (``tie_broken`` notes ``pool_at_cores``): a pool the size of the cores is tf.data's own,
-    and a tie is no evidence that the threads past them pay.
+    pipelines and far off on some, by more than one window's noise only on average. On a
+    tie the rule above takes it, as it takes any tied config with fewer pool threads.
     """
     seen = _raceable(tr)
     left = tr.measurements_left()
@@ -389,11 +393,7 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
     if not compared:
         return
     top_mean = max(t[0] for t in compared)
-    (mean, ms, new), lean = _tie_rule(compared, lambda t: t[0], lambda t: t[1], tie)
-    cut_look = next((t for t in compared if config_key(t[1][0].config) == cut_key), None)
-    if cut_look is not None and cut_look[1] is not ms and cut_look[0] >= top_mean * (1 - tie) \
-            and _autotuned(cut) <= _autotuned(ms[0].config):
-        (mean, ms, new), lean = cut_look, {"pool_at_cores": True}
+    (mean, ms, new), lean = _tie_rule(compared, lambda t: t[0], lambda t: t[1], tie, tr.env)
     start = tr.start
     is_start = config_key(ms[0].config) == config_key(start.config)
     if not is_start and start.ok and mean < start.throughput:
@@ -428,7 +428,7 @@ def _tie_unraced(tr: Tracker, seen, tie: float) -> None:
     if top is None or not top.ok:
         return
     bests = [max(ms, key=lambda x: x.throughput) for ms in seen]
-    chosen, lean = _tie_rule([top, *bests], lambda m: m.throughput, lambda m: [m], tie)
+    chosen, lean = _tie_rule([top, *bests], lambda m: m.throughput, lambda m: [m], tie, tr.env)
     tr.note("chosen_by", "best window")
     if chosen is not top:
         tr.set_best(chosen)
@@ -437,23 +437,34 @@ def _tie_unraced(tr: Tracker, seen, tie: float) -> None:
         tr.note("chosen_by", "best window, tie rule")
 
 
-def _tie_rule(candidates: list, score, looks, tie: float):
+def _tie_rule(candidates: list, score, looks, tie: float, env=None):
     """The tie rule: among ``candidates`` whose ``score`` is within ``tie`` of the best one,
     the one whose config has the fewest knobs at AUTOTUNE (then the higher score); then,
     among those tied with as many knobs at AUTOTUNE, the best of any holding at most
-    ``LEAN`` of its memory. ``looks(c)`` is a candidate's measurements. Returns the choice
-    and what it holds against the heavier config it was taken over (``{}`` when the memory
-    step did not choose)."""
+    ``LEAN`` of its memory, else, when the choice kept the CPU busy in every look, the one
+    whose thread pools hold the fewest threads, where that is fewer than the choice's
+    (``env``'s space and cores say which knobs are pools).
+    ``looks(c)`` is a candidate's measurements. Returns the choice and what it holds against
+    the heavier config it was taken over (``{}`` when neither step chose)."""
     top = max(score(c) for c in candidates)
     tied = [c for c in candidates if score(c) >= top * (1 - tie)]
     chosen = min(tied, key=lambda c: (_autotuned(looks(c)[0].config), -score(c)))
     autotuned, held = _autotuned(looks(chosen)[0].config), _peak_rss(looks(chosen))
-    lean = [c for c in tied if _autotuned(looks(c)[0].config) == autotuned
-            and 0 < _peak_rss(looks(c)) <= LEAN * held]
-    if not lean:
+    alike = [c for c in tied if _autotuned(looks(c)[0].config) == autotuned]
+    lean = [c for c in alike if 0 < _peak_rss(looks(c)) <= LEAN * held]
+    if lean:
+        leanest = max(lean, key=score)
+        return leanest, {"chosen_rss": _peak_rss(looks(leanest)), "instead_rss": held}
+    if env is None or min(m.cpu_util for m in looks(chosen)) < BUSY_CPU:
         return chosen, {}
-    leanest = max(lean, key=score)
-    return leanest, {"chosen_rss": _peak_rss(looks(leanest)), "instead_rss": held}
+    threads = {id(c): pool_threads(env.space, looks(c)[0].config, env.cpu_budget) for c in alike}
+    fewer = [c for c in alike if threads[id(c)] is not None
+             and threads[id(c)] < threads[id(chosen)]]
+    if not fewer:
+        return chosen, {}
+    fewest = min(fewer, key=lambda c: (threads[id(c)], -score(c)))
+    return fewest, {"chosen_pool_threads": threads[id(fewest)],
+                    "instead_pool_threads": threads[id(chosen)]}
 
 
 def _peak_rss(ms: list) -> int:

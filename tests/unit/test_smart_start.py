@@ -885,6 +885,55 @@ def test_the_race_adds_the_best_config_with_its_pool_cut_to_the_cores_of_a_busy_
     assert race(steps=5, tie=0.01, threads3=102.0)[0] == best
 
 
+class PoolTieEnv(TwoCoreEnv):
+    """Two configs with the same stages: ``rates`` by pool size, one look each."""
+
+    def __init__(self, rates):
+        super().__init__()
+        self.rates = rates
+
+    def measure(self, config):
+        from intune_flow.measurement import Measurement
+        self.t += 1.0
+        return Measurement(config=dict(config), throughput=self.rates[config["pool"]],
+                           seconds=1.0, cpu_util=0.95)
+
+
+def test_on_a_tie_the_race_keeps_the_config_whose_pool_holds_fewer_threads():
+    # Two-CPU-maps pipeline, 20 s search: 8 calls per stage on 8 threads led 3 threads by
+    # 4% on one look each, and the 8-thread pick read 0.90 of a 2-thread pool side by side.
+    from intune_flow.search.intune import _confirm
+    from intune_flow.search.tracker import Tracker
+    stages = {"read": 8, "map": 8, "prefetch": 2}
+
+    def race(rates, tie, steps=5):
+        env = PoolTieEnv(rates)
+        tr = Tracker(env, "intune", budget_s=1e9, max_steps=steps, progress=lambda ev: None)
+        tr.measure({**SPACE.ones(), "pool": 1}, start=True)
+        for pool in (8, 3):
+            tr.measure({**stages, "pool": pool})
+        _confirm(tr, 2, tie=tie)
+        return tr.best.config["pool"], tr.outcome().extra
+
+    chosen, extra = race({1: 10.0, 8: 104.0, 3: 100.0}, tie=0.05)
+    assert chosen == 3 and extra["chosen_by"] == "race, tie rule"
+    assert extra["tie_broken"] == {"autotuned_mean": 104.0, "chosen_mean": 100.0,
+                                   "chosen_pool_threads": 3.0, "instead_pool_threads": 8.0}
+    assert race({1: 10.0, 8: 104.0, 3: 100.0}, tie=0.02)[0] == 8      # beyond the tie
+    assert race({1: 10.0, 8: 100.0, 3: 104.0}, tie=0.05)[1].get("tie_broken") is None
+    # A pool handed to AUTOTUNE (one thread per core) counts as a knob at AUTOTUNE first.
+    env = PoolTieEnv({1: 10.0, 8: 104.0, AUTOTUNE: 103.0})
+    tr = Tracker(env, "intune", budget_s=1e9, max_steps=5, progress=lambda ev: None)
+    tr.measure({**SPACE.ones(), "pool": 1}, start=True)
+    for pool in (8, AUTOTUNE):
+        tr.measure({**stages, "pool": pool})
+    _confirm(tr, 2, tie=0.05)
+    assert tr.best.config["pool"] == 8
+    # Where no race fits, the same rule reads the best windows.
+    chosen, extra = race({1: 10.0, 8: 104.0, 3: 100.0}, tie=0.05, steps=2)
+    assert chosen == 3 and extra["chosen_by"] == "best window, tie rule"
+
+
 def test_a_budget_that_races_three_candidates_keeps_a_measurement_for_the_pool():
     from intune_flow.search.intune import _confirm_count, CONFIRM
     from intune_flow.search.tracker import Tracker
