@@ -46,6 +46,14 @@ class Measurement:
         (none: no capacity; some: contention, or a stage the signals miss)."""
         return max(self.cpu_util, self.machine_busy or 0.0)
 
+    @property
+    def others_busy(self) -> float:
+        """The share of the CPU budget other processes (or the hypervisor's steal) kept
+        busy: how far ``machine_busy`` passes this process's ``cpu_util`` (0 where unknown)."""
+        if self.machine_busy is None:
+            return 0.0
+        return max(0.0, self.machine_busy - self.cpu_util)
+
     def to_dict(self) -> dict:
         return asdict(self)
 

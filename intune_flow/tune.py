@@ -45,6 +45,10 @@ from .result import TuneResult, portable_kwargs
 
 log = logging.getLogger(__name__)
 
+OTHERS_BUSY = 0.10
+"""Other processes' share of the CPU budget, above this process's own use, from which a
+measurement counts as taken on a machine others kept busy (:func:`contended`)."""
+
 
 @dataclass(frozen=True)
 class TuningPolicy:
@@ -180,6 +184,14 @@ class WriteIntent:
     capacity: float | None = None
     stale: tuple[str | None, float] | None = None
     cold_seconds: float | None = None
+
+
+def contended(m: Measurement) -> bool:
+    """Whether other processes kept the CPU busy while ``m`` was measured: no idle core
+    (``BUSY_CPU``) and at least ``OTHERS_BUSY`` of the budget theirs. A machine this process
+    alone keeps near the threshold also shows a few points of kernel and background work
+    above its own use, which is not others' load."""
+    return m.cpu_busy >= BUSY_CPU and m.others_busy >= OTHERS_BUSY
 
 
 class TuningRun:
@@ -424,8 +436,7 @@ class TuningRun:
         other processes kept the CPU busy the warning says that it may be the CPU."""
         if m.ok and m.cpu_util < BUSY_CPU:
             for msg in at_their_max(self.description.space, result.config,
-                                    self.description.implicit,
-                                    contended=m.cpu_busy >= BUSY_CPU):
+                                    self.description.implicit, contended=contended(m)):
                 _warn(result, msg)
 
     # -- writing -------------------------------------------------------------------------

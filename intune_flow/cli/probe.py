@@ -137,6 +137,6 @@ def _spread_line(runs) -> str:
 
 def _others(m) -> str:
     """What other processes took of the budget's cores, where it showed."""
-    if m.machine_busy is None or m.machine_busy - m.cpu_util < 0.05:
+    if m.others_busy < 0.05:
         return ""
     return f" ({m.machine_busy:.0%} busy counting other processes)"

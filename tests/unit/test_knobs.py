@@ -130,3 +130,16 @@ def test_a_config_built_by_hand_with_a_misspelled_knob_warns_and_names_it():
         knobs.parallelism("parse_a")
         knobs.parallelism("parse_b")
     assert ["parse_b" in str(w.message) for w in caught] == [False]
+
+
+def test_the_max_warning_blames_other_processes_only_where_they_took_a_share():
+    # A 2-core machine this process alone kept at 0.78 read 0.81 busy (kernel, background):
+    # not others' load. Another job's 0.3 is.
+    from intune_flow.measurement import Measurement
+    from intune_flow.tune import contended
+    alone = Measurement(config={}, cpu_util=0.78, machine_busy=0.81)
+    shared = Measurement(config={}, cpu_util=0.55, machine_busy=0.85)
+    assert alone.others_busy == pytest.approx(0.03) and not contended(alone)
+    assert shared.others_busy == pytest.approx(0.30) and contended(shared)
+    assert Measurement(config={}, cpu_util=0.5).others_busy == 0.0     # not known
+    assert not contended(Measurement(config={}, cpu_util=0.3, machine_busy=0.6))  # room left
