@@ -357,6 +357,28 @@ def test_the_policy_does_better_than_always_raising_the_most_saturated_stage():
     assert np.mean(policy) > np.mean(raise_first)
 
 
+def test_a_move_over_flat_ground_is_not_pushed_further_the_same_way():
+    # Generality run, tfrecord_lookup at 20 s: prefetch 2 -> 4 -> 8 -> 16, each within the
+    # noise of the last, took three of the search's eleven measurements.
+    space = KnobSpace((Knob("map", "parallelism", 1, 8, 1), Knob("prefetch", "buffer", 1, 16, 2)))
+    start = Measurement(config={"map": 4, "prefetch": 2}, throughput=100.0, cpu_util=0.9)
+    walk = Walk(space, start, cpu_budget=2, ram_budget=1 << 30, plateau=0.05, accept=0.025)
+
+    def measure(cfg):
+        return Measurement(config=dict(cfg), throughput=99.0, cpu_util=0.9)
+
+    prefetch_up = list(MOVES).index(1) + len(MOVES)
+    map_up = list(MOVES).index(1)
+    walk.step(prefetch_up, measure)
+    assert walk.current.config == {"map": 4, "prefetch": 4}       # flat: the walk crosses
+    _, mask = walk.observe()
+    assert not mask[prefetch_up] and mask[map_up]                # but not 4 -> 8
+    walk.step(map_up, measure)
+    assert walk.current.config == {"map": 6, "prefetch": 4}
+    _, mask = walk.observe()
+    assert mask[prefetch_up] and not mask[map_up]
+
+
 def test_a_twin_does_not_become_the_current_config():
     # A README-only trial's DataLoader: without worker processes the prefetch factor changes
     # nothing, so each prefetch value was a free twin of the start; the walk moved onto each
