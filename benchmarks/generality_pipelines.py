@@ -74,6 +74,35 @@ def tfrecord_lookup(knobs, files=(), batch_size=128):
     return ds.prefetch(knobs.buffer("prefetch", max=32))
 
 
+def mixed_sources(knobs, clicks=(), views=(), batch_size=256, click_share=0.3):
+    """Two TFRecord sources (clicks and views), each parsed in its own parallel map, mixed by
+    ``sample_from_datasets``, batched, then a hashing transform: the stages in the mixed
+    branches get no busy share (README-only trial 62's shape)."""
+    import tensorflow as tf
+    spec = {"dense": tf.io.FixedLenFeature([13], tf.float32),
+            "sparse": tf.io.FixedLenFeature([26], tf.int64)}
+
+    def source(files, knob, label):
+        ds = tf.data.TFRecordDataset(list(files)).repeat()
+        ds = ds.map(lambda r: tf.io.parse_single_example(r, spec),
+                    num_parallel_calls=knobs.parallelism(knob, max=16))
+        return ds.map(lambda x: dict(x, label=tf.constant(label)))
+
+    ds = tf.data.Dataset.sample_from_datasets(
+        [source(clicks, "parse_clicks", 1.0), source(views, "parse_views", 0.0)],
+        weights=[click_share, 1 - click_share], seed=0)
+
+    def transform(b):
+        ids = b["sparse"]
+        for _ in range(3):
+            ids = tf.strings.to_hash_bucket_fast(tf.strings.as_string(ids), 1 << 18)
+        return {"dense": tf.math.log1p(b["dense"]), "sparse": ids, "label": b["label"]}
+
+    ds = ds.batch(batch_size).map(transform, num_parallel_calls=knobs.parallelism("transform",
+                                                                                 max=16))
+    return ds.prefetch(knobs.buffer("prefetch", max=16))
+
+
 def two_maps(knobs, n=1 << 16, width=256, batch_size=128):
     """Two CPU-bound maps competing for the cores: the second costs about twice the first."""
     import tensorflow as tf
@@ -295,6 +324,8 @@ CASES = {c.name: c for c in (
     GenCase("tfrecord_lookup", tfrecord_lookup,
             "tf.data: TFRecord interleave + parse_example + 0.5 ms/record lookup"),
     GenCase("two_maps", two_maps, "tf.data: two CPU-bound maps competing"),
+    GenCase("mixed_sources", mixed_sources,
+            "tf.data: two parsed TFRecord sources mixed by sample_from_datasets"),
     GenCase("py_function", py_function_stage, "tf.data: a tf.py_function (GIL) stage"),
     GenCase("latency_cpu", latency_and_cpu, "tf.data: 4 ms GETs + a CPU transform"),
     GenCase("own_pool", own_pool, "tf.data: 100 ms GETs + string crosses, its own pool knob"),
@@ -334,8 +365,12 @@ def prepare(root: Path, names=None) -> dict:
             path = d / f"shard{i}.npy"
             np.save(path, rng.standard_normal((8192, 64)).astype(np.float32))
             kwargs["generator"]["files"].append(str(path))
-    if "tfrecord_lookup" in names:
-        kwargs["tfrecord_lookup"]["files"] = _tfrecords(Path(root) / "tfrecord")
+    if "tfrecord_lookup" in names or "mixed_sources" in names:
+        files = _tfrecords(Path(root) / "tfrecord")
+        if "tfrecord_lookup" in names:
+            kwargs["tfrecord_lookup"]["files"] = files
+        if "mixed_sources" in names:
+            kwargs["mixed_sources"].update(clicks=files[:4], views=files[4:])
     return kwargs
 
 

@@ -333,9 +333,10 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
     what it adds to the pages it shares. Else, when that choice kept the CPU busy
     (``BUSY_CPU``), the one among them whose thread pools hold the fewest threads (a pool at
     AUTOTUNE holds one per core), where that is fewer than the choice's: on a busy CPU a tie
-    is no evidence that the threads past it pay, and the trainer shares the CPU with them (on a busy machine more threads also win a larger share of it from other
-    processes, which reads as speed: README-only trial 60 chose a 32-thread pool over an
-    8-thread one by 5% on one look, and read half the best known side by side).
+    is no evidence that the threads past it pay, and the trainer shares the CPU with them
+    (on a machine other jobs keep busy, more threads also win a larger share of it, which
+    reads as speed: README-only trial 60 chose a 32-thread pool over an 8-thread one by 5%
+    on one look, and it read about half the best known side by side).
     ``tie_broken`` is noted when the rule chose.
     Where no race fits, the rule reads each config's best window (:func:`_tie_unraced`).
     ``chosen_by`` notes which rule chose the best: ``"race"`` or ``"best window"``, each
