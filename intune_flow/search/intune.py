@@ -114,7 +114,7 @@ def _intune(tr: Tracker, env, rng, *, policy_state, seed, continuous, learn,
         if hybrid:
             _measure_hybrid(tr, env, walk)
         _confirm(tr, confirm, tie=walk.plateau, anchor=anchor,
-                 pools=env if pool else None)
+                 pool_look=bool(pool))
     except BudgetSpent:
         pass
     tr.note("final_cores", cores)
@@ -301,7 +301,7 @@ def _plateau(start) -> float:
 
 
 def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
-             anchor: Measurement | None = None, pools=None) -> None:
+             anchor: Measurement | None = None, pool_look: bool = False) -> None:
     """Re-measure the best ``count`` configs, in a row, and keep the one with the best mean
     of its new looks; among those within ``tie`` of that mean, the one with the fewest
     knobs at AUTOTUNE. ``anchor`` (the best when the smart start ended) takes the last
@@ -349,7 +349,7 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
     one finds (torchdata thread workers, 3 ms GETs: the 60 s search's race of three such
     neighbours read 0.91-0.96 of the best known, the 20 s search's pick 0.99-1.00).
 
-    The pool: given ``pools`` (the env) and a measurement left beyond ``count``'s, the
+    The pool: given ``pool_look`` and a measurement left beyond ``count``'s, the
     first candidate's config with its thread pools cut to the env's cores
     (:func:`~intune_flow.agent.moves.pool_at_cores`) joins the race when it kept the CPU
     busy: the busy-CPU rule's ``POOL_PER_CORE`` threads per core is right on most such
@@ -365,8 +365,8 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
             _best_window(top[-1]) <= _best_window(own) * (1 + tie):
         top[-1] = own
     top = [(ms[0].config, ms) for ms in top]
-    cut = pool_at_cores(pools.space, max(top[0][1], key=lambda x: x.throughput),
-                        pools.cpu_budget) if pools is not None and 0 < len(top) < left else None
+    cut = pool_at_cores(tr.env.space, max(top[0][1], key=lambda x: x.throughput),
+                        tr.env.cpu_budget) if pool_look and 0 < len(top) < left else None
     cut_key = config_key(cut) if cut is not None else None
     if cut is not None and all(config_key(c) != cut_key for c, _ in top):
         top.append((cut, seen.get(cut_key, [])))
@@ -458,14 +458,16 @@ def _tie_rule(candidates: list, score, looks, tie: float, env=None):
         return leanest, {"chosen_rss": _peak_rss(looks(leanest)), "instead_rss": held}
     if env is None or min(m.cpu_util for m in looks(chosen)) < BUSY_CPU:
         return chosen, {}
-    threads = {id(c): pool_threads(env.space, looks(c)[0].config, env.cpu_budget) for c in alike}
-    fewer = [c for c in alike if threads[id(c)] is not None
-             and threads[id(c)] < threads[id(chosen)]]
+
+    def threads(c) -> float | None:
+        return pool_threads(env.space, looks(c)[0].config, env.cpu_budget)
+
+    held_threads = threads(chosen)
+    fewer = [c for c in alike if held_threads is not None and threads(c) < held_threads]
     if not fewer:
         return chosen, {}
-    fewest = min(fewer, key=lambda c: (threads[id(c)], -score(c)))
-    return fewest, {"chosen_pool_threads": threads[id(fewest)],
-                    "instead_pool_threads": threads[id(chosen)]}
+    fewest = min(fewer, key=lambda c: (threads(c), -score(c)))
+    return fewest, {"chosen_pool_threads": threads(fewest), "instead_pool_threads": held_threads}
 
 
 def _peak_rss(ms: list) -> int:

@@ -871,7 +871,7 @@ def test_the_race_adds_the_best_config_with_its_pool_cut_to_the_cores_of_a_busy_
         tr.measure(best)
         tr.measure(runner_up)
         env.order.clear()
-        _confirm(tr, 2, tie=tie, pools=env if pools else None)
+        _confirm(tr, 2, tie=tie, pool_look=pools)
         return tr.best.config, env.order
 
     cut = {**best, "pool": 2}
