@@ -17,6 +17,7 @@ import numpy as np
 
 from ..knobs import AUTOTUNE, KINDS, KnobSpace
 from ..measurement import Measurement
+from .moves import trusted_signals
 
 KNOB_FEATURES = 17
 GLOBAL_FEATURES = 12
@@ -90,13 +91,14 @@ def encode(space: KnobSpace, cpu_budget: float, ram_budget: float,
     cores = max(cpu_budget, 1e-3)
     cfg = effective(space, cur, cores)
     kf = np.zeros((len(space), KNOB_FEATURES), dtype=np.float32)
+    signals = trusted_signals(space, cur)
     for i, k in enumerate(space):
         v = max(k.min, cfg[k.name])
         span = math.log(k.max / k.min) if k.max > k.min else 1.0
         kf[i, 0] = math.log(v / k.min) / span
         kf[i, 1] = max(-2.0, min(2.0, math.log2(v / cores) / 4))
         kf[i, 2 + KINDS.index(k.kind)] = 1.0
-        sig = cur.stage_signals.get(k.name)
+        sig = signals.get(k.name)
         if sig is not None and math.isfinite(sig):
             kf[i, 5] = float(min(1.0, max(0.0, sig)))
             kf[i, 6] = 1.0

@@ -460,7 +460,8 @@ def test_a_busy_cpu_whose_calls_wait_grows_its_pool_only_with_the_calls_it_serve
     assert grown["pool"] == 192
 
     def sized(pool_busy):
-        signals = {"read": 0.5, **({"pool": pool_busy} if pool_busy is not None else {})}
+        signals = {"read": 0.5, "map": 0.2,
+                   **({"pool": pool_busy} if pool_busy is not None else {})}
         m = Measurement(config=best, cpu_util=0.83, stage_signals=signals)
         return pools_sized(WIDE_POOL, grown, m)
 
@@ -947,3 +948,66 @@ def test_a_budget_that_races_three_candidates_keeps_a_measurement_for_the_pool()
         assert len(out.history) == steps + 1                     # the start, then the budget
         # The walk's single-knob moves never try the 2-thread pool here; the race does.
         assert out.best.config["pool"] == (2 if kept else 3)
+
+
+class HiddenBranchesEnv(TwoCoreEnv):
+    """A busy 2-core CPU whose pool serves stages the signals do not see (the generality
+    suite's ``mixed_sources``: two parses in the branches of ``sample_from_datasets``): more
+    calls pay, and the pool pays up to 6 threads though its busy share reads low. With
+    ``seen`` every stage has a signal and threads past 3 only take turns."""
+
+    def __init__(self, seen=False):
+        super().__init__()
+        self.seen = seen
+
+    def measure(self, config):
+        import math
+        from intune_flow.measurement import Measurement
+        self.t += 1.0
+        calls, pool = min(config["read"], config["map"]), config["pool"]
+        rate = 1000.0 * math.log2(1 + calls) * (
+            min(pool, 6) / 6 if not self.seen else 1 / (1 + max(0, pool - 3)))
+        signals = {"map": 0.3, "pool": 0.4}
+        if self.seen:
+            signals["read"] = 0.3
+        return Measurement(config=dict(config), throughput=rate, seconds=1.0, cpu_util=0.87,
+                           stage_signals=signals)
+
+
+def test_a_busy_cpu_whose_signals_miss_stages_tries_the_pool_at_twice_its_size():
+    from intune_flow.agent.moves import hidden_stages, pool_doubled, trusted_signals
+    from intune_flow.measurement import Measurement
+    start = {"read": 1, "map": 1, "prefetch": 1, "pool": 2}
+    out = run_search(HiddenBranchesEnv(), "intune", start=start, budget_s=1e9, max_steps=8,
+                     seed=0, progress=False)
+    seen = [m.config for m in out.history]
+    # The scaling holds the pool at 3 (1.5 threads per core), the signals' round loses; then
+    # the best's pool is tried at 6 once, and wins.
+    assert [c["pool"] for c in seen[1:4]] == [3, 3, 3]
+    doubled = next(i for i, c in enumerate(seen) if c["pool"] == 6)
+    assert {**seen[doubled], "pool": 3} in seen[:doubled]
+    assert out.best.config["pool"] >= 6
+    # Every stage seen: the pool's share counts all it serves, and no such jump is made.
+    plain = run_search(HiddenBranchesEnv(seen=True), "intune", start=start, budget_s=1e9,
+                       max_steps=8, seed=0, progress=False)
+    assert all(m.config["pool"] <= 4 for m in plain.history)
+    # Only the pool's own signal makes its share a floor: no signals at all, no stages hidden.
+    m = Measurement(config=seen[1], throughput=1.0, cpu_util=0.9, stage_signals={"map": 0.3})
+    assert hidden_stages(SPACE, m) == [] and pool_doubled(SPACE, m, 2) is None
+    # An idle CPU's pool is sized by the signals and the scaling, not held near the cores.
+    idle = Measurement(config=seen[1], throughput=1.0, cpu_util=0.6,
+                       stage_signals={"map": 0.3, "pool": 0.4})
+    assert pool_doubled(SPACE, idle, 2) is None
+    busy = Measurement(config=seen[1], throughput=1.0, cpu_util=0.9,
+                       stage_signals={"map": 0.3, "pool": 0.4})
+    assert [k.name for k in hidden_stages(SPACE, busy)] == ["read"]
+    assert pool_doubled(SPACE, busy, 2) == {**seen[1], "pool": 6}
+    # The pool's low share is a floor there: the re-allocation and the policy do not read
+    # it; a saturated one still says the pool is saturated.
+    assert trusted_signals(SPACE, busy) == {"map": 0.3}
+    full = Measurement(config=seen[1], throughput=1.0, cpu_util=0.9,
+                       stage_signals={"map": 0.3, "pool": 0.95})
+    assert trusted_signals(SPACE, full) == {"map": 0.3, "pool": 0.95}
+    every = Measurement(config=seen[1], throughput=1.0, cpu_util=0.9,
+                        stage_signals={"read": 0.2, "map": 0.3, "pool": 0.4})
+    assert trusted_signals(SPACE, every) == every.stage_signals
