@@ -124,6 +124,23 @@ def test_schema_and_batch_size():
     assert unbatched.batch_size == 1
 
 
+def test_sparse_and_ragged_leaves_are_told_from_dense_ones_in_the_schema_and_fingerprint():
+    def factory(knobs, kind="dense"):
+        ds = tf.data.Dataset.range(64).map(lambda i: tf.fill([3], i),
+                                           num_parallel_calls=knobs.parallelism("m"))
+        if kind == "sparse":
+            ds = ds.map(lambda v: tf.sparse.from_dense(v))
+        elif kind == "ragged":
+            ds = ds.map(lambda v: tf.RaggedTensor.from_tensor(v[None]))
+        return ds.batch(8)
+
+    dense, sparse, ragged = (Pipeline.load(factory, kind=k) for k in ("dense", "sparse", "ragged"))
+    assert dense.schema() == {"0": {"dtype": "int64", "shape": [None, 3]}}
+    assert sparse.schema() == {"0": {"dtype": "sparse int64", "shape": [None, 3]}}
+    assert ragged.schema()["0"]["dtype"] == "ragged int64"
+    assert len({dense.fingerprint(), sparse.fingerprint(), ragged.fingerprint()}) == 3
+
+
 def test_torchdata_autotune_resolves_to_concrete_values():
     from torchdata.nodes import Batcher, IterableWrapper, ParallelMapper, Prefetcher
 

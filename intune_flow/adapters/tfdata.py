@@ -75,13 +75,26 @@ def spec_schema(ds, batched: bool | None = None) -> tuple[dict, bool, int | None
             dims = list(shape.as_list())
         else:
             dims = [None] if shape is not None and size is not None else []
-        leaves.append((name, getattr(getattr(spec, "dtype", None), "name", str(spec)), dims))
+        leaves.append((name, _leaf_dtype(spec), dims))
     if batched is None:
         leading = {dims[0] if dims else "scalar" for _, _, dims in leaves}
         block = (size is None and len(leaves) > 1 and len(leading) == 1
                  and isinstance(next(iter(leading)), int) and next(iter(leading)) > 1)
         batched = leading == {None} or leading == {size} or block
     return normalize_schema(leaves, batched=batched)
+
+
+LEAF_KINDS = {"SparseTensorSpec": "sparse", "RaggedTensorSpec": "ragged"}
+
+
+def _leaf_dtype(spec) -> str:
+    """A leaf's dtype name, prefixed by its kind where it is not a dense tensor (``sparse
+    int64``, ``ragged string``): a feature that turns from dense to sparse or ragged keeps
+    its dtype and shape, but not its cost, so the schema (and the fingerprint) tell them
+    apart. Dense leaves read as before, so their fingerprints do not move."""
+    dtype = getattr(getattr(spec, "dtype", None), "name", str(spec))
+    kind = LEAF_KINDS.get(type(spec).__name__)
+    return f"{kind} {dtype}" if kind else dtype
 
 
 def batch_size(ds) -> int | None:
