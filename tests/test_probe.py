@@ -280,6 +280,22 @@ def test_process_workers_count_in_cpu_and_in_the_ram_guard():
     assert held.status == "oom", (held.status, held.peak_rss / 2**20, budget / 2**20)
 
 
+def test_process_workers_stop_when_a_built_node_is_released():
+    # What the README tells a user measuring ``result.build()`` in a loop of their own:
+    # dropping the node and its iterator stops the workers, with no gc pass needed.
+    import multiprocessing as mp
+    before = len(mp.active_children())
+    node = Pipeline.load(process_workers).build({"map": 2})
+    it = iter(node)
+    next(it)
+    assert len(mp.active_children()) >= before + 2
+    del it, node
+    deadline = time.monotonic() + 30
+    while len(mp.active_children()) > before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(mp.active_children()) <= before
+
+
 def test_timeout_when_a_stage_blocks_forever():
     m = probe(blocks_forever, window_s=1, timeout_s=1.5)
     assert m.status == "timeout" and "no first element within 1.5 s" in m.error
