@@ -518,8 +518,8 @@ def trusted_signals(space: KnobSpace, m: Measurement) -> dict[str, float]:
     """``m``'s stage signals without a thread pool's busy share below ``SATURATED`` where
     stages are hidden (:func:`hidden_stages`): that share counts only the calls of the
     stages seen, so a low one says nothing of the calls the pool serves (a saturated one
-    still says the pool is saturated). The smart start's re-allocation and the policy's
-    observation read these."""
+    still says the pool is saturated). The smart start's re-allocation, its pool sizing
+    for calls in flight and the policy's observation read these."""
     sig = dict(m.stage_signals or {})
     if hidden_stages(space, m):
         for k in space:
