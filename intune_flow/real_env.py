@@ -67,7 +67,7 @@ class PipelineEnv:
         except Exception:  # noqa: BLE001 - no stages known: nothing to keep
             return ()
         return tuple(name for name, found in stages.items()
-                     if any(param == "cycle_length" for _, param in found))
+                     if any(where.param == "cycle_length" for where in found))
 
     @property
     def space(self) -> KnobSpace:

@@ -57,8 +57,8 @@ def test_knobs_are_located_on_their_own_nodes_and_fixed_stages_are_not():
     p = Pipeline.load(slow_then_cheap)
     stages = p.stages
     assert set(stages) == {"open", "read", "cheap"}
-    assert {param for _, param in stages["open"]} == {"cycle_length", "parallelism"}
-    positions = {name: {pos for pos, _ in where} for name, where in stages.items()}
+    assert {where.param for where in stages["open"]} == {"cycle_length", "parallelism"}
+    positions = {name: {at.pos for at in where} for name, where in stages.items()}
     assert len(set().union(*positions.values())) == 3       # one node each, all different
     assert positions["open"] != positions["read"] != positions["cheap"]
 
@@ -175,7 +175,7 @@ def test_an_interleave_with_a_knob_on_cycle_and_on_calls_still_gets_signals(cycl
     p = Pipeline.load(interleave_and_map, cycle_first=cycle_first)
     stages = p.stages
     assert set(stages) == {"cycle", "calls", "map"}
-    assert {param for _, param in stages["cycle"]} == {"cycle_length"}
+    assert {where.param for where in stages["cycle"]} == {"cycle_length"}
     m = probe(p, {"cycle": 2, "calls": 2, "map": 2}, window_s=0.5, warmup_s=0.2)
     assert m.ok, m.error
     assert "map" in m.stage_signals
@@ -199,6 +199,30 @@ def test_stages_below_and_above_a_shuffle_are_located_and_get_signals():
     assert {"decode", "feat"} <= set(m.stage_signals)
 
 
+def parsed_cached_then_augmented(knobs, n=512):
+    """A parse under ``cache()``: once the first epoch is cached, the parse stops and
+    leaves tf.data's model, and the augment fused with the batch moves nearer the source."""
+    ds = tf.data.Dataset.range(n)
+    ds = ds.map(lambda x: x * 3, num_parallel_calls=knobs.parallelism("parse", max=8))
+    ds = ds.cache().shuffle(64).repeat()
+    ds = ds.map(lambda x: x + 1, num_parallel_calls=knobs.parallelism("augment", max=8))
+    return ds.batch(16)
+
+
+def test_once_a_cache_is_filled_the_stage_above_keeps_its_signal_and_the_parse_reads_idle():
+    p = Pipeline.load(parsed_cached_then_augmented)
+    assert set(p.stages) == {"parse", "augment"}
+    for augment in (3, AUTOTUNE):
+        config = {"parse": 2, "augment": augment, "threadpool": 4}
+        # The warm-up reads the 512 records many times over: the window sees a filled cache.
+        m = probe(p, config, window_s=0.5, warmup_s=0.3)
+        assert m.ok, m.error
+        assert m.stage_signals["parse"] == 0.0      # its calls did no work in the window
+        assert 0.0 < m.stage_signals["augment"] <= 1.0
+        if augment == AUTOTUNE:
+            assert m.autotune_choices["augment"] >= 1 and "parse" not in m.autotune_choices
+
+
 def many_maps(knobs, n=16):
     ds = tf.data.Dataset.range(10**9)
     for i in range(n):
@@ -208,7 +232,7 @@ def many_maps(knobs, n=16):
 
 def test_sixteen_parallel_maps_each_get_a_signal():
     p = Pipeline.load(many_maps)
-    assert len({pos for where in p.stages.values() for pos, _ in where}) == 16
+    assert len({at.pos for where in p.stages.values() for at in where}) == 16
     m = probe(p, {f"m{i}": 2 for i in range(16)}, window_s=0.5, warmup_s=0.2)
     assert m.ok, m.error
     assert {f"m{i}" for i in range(16)} <= set(m.stage_signals)

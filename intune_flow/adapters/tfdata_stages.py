@@ -18,6 +18,12 @@ distinct values within their bounds are tagged over several rounds. A node count
 the source end of the main input chain, so nodes tf.data adds on top (options, injected
 prefetch) do not shift it. A knob that cannot be located gets no signal; every probe checks
 that the node still carries the knob's value before trusting it.
+
+A chain can lose its source end while it runs: once a ``cache()`` is filled, the ops under
+it stop and leave the model. Tagging keeps the chain's ops; a probe whose chain is the
+tagged one less its first nodes finds each knob's node that many places nearer the source,
+and a knob whose node was among those dropped did no work in the window (busy share 0).
+Any other change of shape gets no signal.
 """
 
 from __future__ import annotations
@@ -75,6 +81,14 @@ def _params(node) -> dict[str, float]:
     # A tunable (AUTOTUNE) parameter's ``value`` is the model's last estimate, often still
     # its minimum; ``state_value`` is the value the op runs with.
     return {p.name: float(p.state_value if p.tunable else p.value) for p in node.parameters}
+
+
+class Located(NamedTuple):
+    """Where tagging found one node a knob drives."""
+
+    pos: int            # chain position, from the source end
+    param: str          # "parallelism" or "cycle_length"
+    chain: tuple        # the ops of the tagged chain, source first
 
 
 class NodeReading(NamedTuple):
@@ -165,8 +179,8 @@ def _snapshot_of(build_and_iterate, config: dict) -> dict:
         del it
 
 
-def locate(space: KnobSpace, base: dict, build_and_iterate) -> dict[str, list[tuple[int, str]]]:
-    """Knob -> [(chain position, parameter name)] from two tagging builds per round.
+def locate(space: KnobSpace, base: dict, build_and_iterate) -> dict[str, list[Located]]:
+    """Knob -> the nodes (:class:`Located`) it drives, from two tagging builds per round.
 
     ``build_and_iterate(config)`` returns a fresh iterator; one element is pulled and its
     model read. Knobs found nowhere are left out. A round whose builds fail in both
@@ -196,12 +210,48 @@ def locate(space: KnobSpace, base: dict, build_and_iterate) -> dict[str, list[tu
             hits = [{(pos, p) for pos, node in snap.items() for p in PARAMS
                      if node.params.get(p) == config[k.name]}
                     for config, snap in zip(configs, snaps)]
+            chain = tuple(snaps[0][pos].op for pos in sorted(snaps[0]))
             if hits[0] & hits[1]:
-                stages[k.name] = sorted(hits[0] & hits[1])
+                stages[k.name] = [Located(pos, p, chain) for pos, p in sorted(hits[0] & hits[1])]
     if failed:
         log.info("no stage signals for knob(s) %s: their tagging builds failed (%s)",
                  sorted(failed), "; ".join(sorted(set(failed.values()))))
     return stages
+
+
+IDLE = "idle"
+"""What :func:`_node` answers for a knob whose node left the chain with its source end."""
+
+
+def _node(where: Located, after: dict, value) -> int | str | None:
+    """The position in ``after`` of the node ``where`` tagged, when it carries the knob's
+    ``value`` (any value for AUTOTUNE); :data:`IDLE` when the chain lost its source end with
+    that node; None when the graph is not the one tagged."""
+    ops = _ops(after)
+    lost = len(where.chain) - len(ops)
+    pos = where.pos
+    if lost > 0 and where.chain[lost:] == ops:
+        if pos < lost:
+            return IDLE
+        pos -= lost
+    node = after.get(pos)
+    if node is not None and (value == AUTOTUNE or node.params.get(where.param) == value):
+        return pos
+    return None
+
+
+def _ops(snap: dict) -> tuple:
+    return tuple(snap[pos].op for pos in sorted(snap))
+
+
+def _aligned(before: dict, after: dict) -> dict:
+    """``before`` by ``after``'s positions: shifted when the chain lost its source end in
+    between (a cache filled in the window); only the nodes of the same op kept otherwise."""
+    lost = len(before) - len(after)
+    if lost > 0 and _ops(before)[lost:] == _ops(after):
+        return {pos - lost: node for pos, node in before.items() if pos >= lost}
+    return {pos: node for pos, node in before.items()
+            if pos in after and after[pos].op == node.op}
 
 
 def stage_signals(stages: dict, before: dict, after: dict, seconds: float,
@@ -210,6 +260,7 @@ def stage_signals(stages: dict, before: dict, after: dict, seconds: float,
     implicit ``threadpool``, or the factory's own knob that sizes the pool), over ``seconds``."""
     if seconds <= 0 or not stages:
         return {}
+    before = _aligned(before, after)
     busy_calls = {}   # chain position -> average calls in flight
     for pos, node in after.items():
         if pos in before and any(p in node.params for p in PARAMS):
@@ -218,12 +269,16 @@ def stage_signals(stages: dict, before: dict, after: dict, seconds: float,
     for name, where in stages.items():
         value = config.get(name)
         shares = []
-        for pos, param in where:
-            node = after.get(pos, NodeReading(0, {}, "", 0))
-            if pos not in busy_calls or not node.op.startswith(TIMED_OPS) or (
-                    value != AUTOTUNE and node.params.get(param) != value):
+        for located in where:
+            pos = _node(located, after, value)
+            if pos == IDLE and located.chain[located.pos].startswith(TIMED_OPS):
+                shares.append(0.0)
+                continue
+            if pos is None or pos == IDLE or pos not in busy_calls or \
+                    not after[pos].op.startswith(TIMED_OPS):
                 shares = []     # the graph is not the one tagged: trust nothing for this knob
                 break
+            node = after[pos]
             width = node.params.get("parallelism") or node.params.get("cycle_length") or 1.0
             shares.append(busy_calls[pos] / max(width, 1.0))
         if shares:
@@ -241,7 +296,9 @@ def autotune_choices(stages: dict, after: dict, config: dict) -> dict[str, int]:
     for name, where in stages.items():
         if config.get(name) != AUTOTUNE:
             continue
-        values = {after[pos].params.get(param) for pos, param in where if pos in after}
+        nodes = [_node(located, after, AUTOTUNE) for located in where]
+        values = {after[pos].params.get(located.param) for pos, located in zip(nodes, where)
+                  if pos is not None and pos != IDLE}
         values.discard(None)
         if len(values) == 1:
             out[name] = int(values.pop())
