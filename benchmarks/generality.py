@@ -3,6 +3,8 @@
     python -m benchmarks.generality           # full: 5 repeats, a 120 s hill-climb per pipeline
     python -m benchmarks.generality --quick   # 3 repeats, grid only; into results/quick/
     python -m benchmarks.generality --cases two_maps,dataloader --budgets 20
+    python -m benchmarks.generality --cases mixed_sources \
+        --compare '{"pool3": {"threadpool": 3}, "pool8": {"threadpool": 8}}'
 
 The pipelines (:mod:`benchmarks.generality_pipelines`) are written as a user would from the
 README; their data is generated into a temp dir that is removed at the end. For each one:
@@ -15,11 +17,15 @@ median among them. Targets (reported, not asserted): at 60 s >= 0.95 of the best
 >= 0.97 x AUTOTUNE; at 20 s >= 0.90 of the best known.
 
 Writes benchmarks/results/generality.{json,md,png} and refreshes the README's table.
+``--compare`` measures only the named configs (knobs left out at the factory's defaults) side
+by side, interleaved, on each case, and writes generality_compare.{json,md}: the figures a
+change to the tuner starts from.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import sys
 import tempfile
@@ -139,6 +145,59 @@ def run_case(case, kwargs: dict, *, budgets, repeats: int, window_s: float,
             "targets": targets(picks, budgets), "repeats": repeats, "window_s": window_s}
 
 
+def compare_case(case, pipeline, configs: dict, *, repeats: int, window_s: float,
+                 log=print) -> dict:
+    """Complete ``configs`` (name -> config) of ``pipeline`` measured side by side,
+    interleaved, ``repeats`` times; each median as a share of the highest."""
+    from intune_flow.real_env import PipelineEnv
+
+    log(f"[generality] {case.name}: {case.kind}  comparing {list(configs)}")
+    env = PipelineEnv(pipeline, window_s=window_s, warmup_s=0.3)
+    runs = interleaved(env.measure, configs, repeats, log=log)
+    rows = {name: {"config": configs[name],
+                   "throughput": summary([m["throughput"] if m["status"] == "ok" else 0.0
+                                          for m in runs[name]]),
+                   "cpu_util": summary([m["cpu_util"] for m in runs[name]]),
+                   "statuses": [m["status"] for m in runs[name]]} for name in configs}
+    top = max(r["throughput"]["median"] for r in rows.values()) or 1.0
+    for r in rows.values():
+        r["ratio_to_best"] = r["throughput"]["median"] / top
+    return {"case": case.name, "kind": case.kind, "repeats": repeats, "window_s": window_s,
+            "configs": rows}
+
+
+def render_compare(data: dict) -> str:
+    m = data["meta"]
+    head = (f"Measured on {m['machine']['usable_cpus']} usable cores, {m['machine']['date']}, "
+            f"with `{m['command']}`: each config's median of {m['repeats']} interleaved "
+            f"repeats ({m['window_s']:g} s windows), min and max, and the median as a share "
+            "of the highest in its case.\n\n")
+    rows = []
+    for c in data["cases"]:
+        for name, r in c["configs"].items():
+            t = r["throughput"]
+            rows.append([c["case"], name, ", ".join(f"{k}={v}" for k, v in r["config"].items()),
+                         f"{t['median']:,.0f}", f"{t['min']:,.0f}-{t['max']:,.0f}",
+                         f"{r['cpu_util']['median']:.2f}", f"{r['ratio_to_best']:.2f}"])
+    return head + md_table(["pipeline", "name", "config", "median", "min-max", "cpu",
+                            "/ best"], rows) + "\n"
+
+
+def parse_compare(text: str) -> dict:
+    """``--compare``'s JSON: {name: {knob: int}}; a clear error for anything else."""
+    import json
+    try:
+        configs = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"--compare is not JSON ({e}); give "
+                         '\'{"name": {"knob": 4}, "other": {"knob": 8}}\'') from None
+    if not isinstance(configs, dict) or not configs or \
+            not all(isinstance(c, dict) for c in configs.values()):
+        raise ValueError("--compare takes a JSON object of named configs, each an object of "
+                         'knob to integer: \'{"name": {"knob": 4}, "other": {"knob": 8}}\'')
+    return configs
+
+
 def targets(picks: dict, budgets) -> dict:
     """Each budget's target met or not, and why not (the spread of repeats or the configs)."""
     out = {}
@@ -252,6 +311,9 @@ def _trace(history) -> list[dict]:
 
 
 def main(argv=None) -> int:
+    from intune_flow.errors import KnobError
+    from intune_flow.pipeline import Pipeline
+
     from .generality_pipelines import CASES, prepare
     ap = argparse.ArgumentParser(prog="python -m benchmarks.generality",
                                  description=__doc__.split("\n\n")[0])
@@ -263,6 +325,9 @@ def main(argv=None) -> int:
     ap.add_argument("--long-budget-s", type=float, default=None)
     ap.add_argument("--out", default=None, help="output directory (default: the mode's)")
     ap.add_argument("--no-readme", action="store_true", help="do not refresh README.md")
+    ap.add_argument("--compare", default=None, metavar="JSON",
+                    help='only measure these configs side by side: {"name": {"knob": 4}, ...}, '
+                         "knobs left out at the factory's defaults (AUTOTUNE: -1)")
     args = ap.parse_args(argv)
     # DataLoader warns at every build with more workers than cores: what the knob explores.
     warnings.filterwarnings("ignore", message="This DataLoader will create")
@@ -277,21 +342,44 @@ def main(argv=None) -> int:
     unknown = sorted(set(names) - set(CASES))
     if unknown:
         ap.error(f"unknown case(s) {unknown}; choose from {list(CASES)}")
+    compare = None
+    if args.compare is not None:
+        try:
+            compare = parse_compare(args.compare)
+        except ValueError as e:
+            ap.error(str(e))
     out_dir = Path(args.out) if args.out else (RESULTS / "quick" if args.quick else RESULTS)
     t0, cpu0 = time.time(), common.cpu_times()
     root = Path(tempfile.mkdtemp(prefix="intune-generality-"))
     try:
         kwargs = prepare(root, names)
-        cases = [run_case(CASES[n], kwargs[n], **cfg) for n in names]
+        if compare is None:
+            cases = [run_case(CASES[n], kwargs[n], **cfg) for n in names]
+        else:
+            pipelines, full = {}, {}
+            for n in names:     # every config checked before anything is measured
+                pipelines[n] = Pipeline.load(CASES[n].factory, **kwargs[n])
+                try:
+                    full[n] = {name: pipelines[n].space.validate(c) for name, c in compare.items()}
+                except KnobError as e:
+                    ap.error(f"--compare on {n}: {e}")
+            cases = [compare_case(CASES[n], pipelines[n], full[n], repeats=cfg["repeats"],
+                                  window_s=cfg["window_s"]) for n in names]
     finally:
         shutil.rmtree(root, ignore_errors=True)
     command = "python -m benchmarks.generality " + " ".join(
-        argv if argv is not None else sys.argv[1:])
+        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     data = {"meta": {"mode": mode, **cfg, "budgets": list(cfg["budgets"]),
                      "machine": machine(), "command": command.strip(),
                      "wall_s": round(time.time() - t0, 1),
                      "steal_share": common.steal_share(cpu0, common.cpu_times())},
             "cases": cases}
+    if compare is not None:
+        common.write_json("generality_compare", data, out_dir)
+        (out_dir / "generality_compare.md").write_text(
+            "# Generality suite: configs side by side\n\n" + render_compare(data))
+        print(render_compare(data))
+        return 0
     write_outputs(data, out_dir, None if args.no_readme else README)
     print(render(data))
     return 0

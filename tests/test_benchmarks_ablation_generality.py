@@ -162,3 +162,40 @@ def test_the_memory_case_alone_gets_a_budget_its_search_fits_in(tmp_path):
     assert "tuning failed" not in done.stdout + done.stderr
     tuned = json.loads((tmp_path / "generality.json").read_text())["cases"][0]["picks"]["tune3"]
     assert tuned["source"] == "tuned" and tuned["trace"][0]["status"] == "ok"
+
+
+def test_generality_compare_measures_named_configs_side_by_side(tmp_path, capsys):
+    from benchmarks import generality
+
+    configs = '{"one": {"first": 1, "second": 1}, "auto": {"second": -1}}'
+    argv = ["--cases", "two_maps", "--repeats", "2", "--window-s", "0.3",
+            "--out", str(tmp_path), "--compare", configs]
+    assert generality.main(argv) == 0
+    import json
+    data = json.loads((tmp_path / "generality_compare.json").read_text())
+    (case,) = data["cases"]
+    rows = case["configs"]
+    assert set(rows) == {"one", "auto"}
+    assert rows["one"]["config"] == {"first": 1, "second": 1, "prefetch": 1, "threadpool": -1}
+    assert rows["auto"]["config"]["second"] == -1 and rows["auto"]["config"]["first"] == 1
+    assert all(r["throughput"]["n"] == 2 for r in rows.values())
+    assert max(r["ratio_to_best"] for r in rows.values()) == pytest.approx(1.0)
+    assert "--compare" in data["meta"]["command"] and '"first"' in data["meta"]["command"]
+    table = (tmp_path / "generality_compare.md").read_text()
+    assert "| two_maps | one | first=1, second=1" in table
+    assert not (tmp_path / "generality.json").exists()    # the suite's table is left alone
+
+
+@pytest.mark.parametrize("bad, says", [
+    ("{not json", "--compare is not JSON"),
+    ('["a"]', "named configs"),
+    ('{"a": {"nope": 2}}', "unknown knob(s) ['nope']"),
+    ('{"a": {"first": 99}}', "outside its bounds"),
+])
+def test_generality_compare_names_a_bad_config_before_measuring(bad, says, tmp_path, capsys):
+    from benchmarks import generality
+
+    with pytest.raises(SystemExit) as e:
+        generality.main(["--cases", "two_maps", "--out", str(tmp_path), "--compare", bad])
+    assert e.value.code == 2 and says in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
