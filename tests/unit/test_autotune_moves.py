@@ -317,3 +317,26 @@ def test_the_scaling_keeps_its_pool_where_autotune_left_the_cpu_idle():
     autotune = [m for m in kept if m.config == p.space.autotune()]
     assert autotune and autotune[0].cpu_util < 0.8
     assert not any(m.config["pool"] == 3 for m in kept)
+
+
+def test_autotune_within_the_noise_of_a_busy_cpu_counts_as_busy():
+    """One window's CPU share is noisy: all-AUTOTUNE at 0.79 on a CPU-bound pipeline must
+    not switch the warm-up to keeping an overgrown pool (as 0.5 does: a stage waits)."""
+    from types import SimpleNamespace
+
+    from intune_flow.measurement import Measurement
+    from intune_flow.search.intune import _autotune_busy
+
+    space = KnobSpace((Knob("map", "parallelism", 1, 8, 1), Knob("pool", "threads", 1, 64, 2)))
+    env = SimpleNamespace(space=space)
+
+    def busy(cpu, plateau):
+        auto = Measurement(config=space.autotune(), throughput=1.0, cpu_util=cpu)
+        other = Measurement(config=space.defaults(), throughput=1.0, cpu_util=0.95)
+        return _autotune_busy(SimpleNamespace(history=[other, auto]), env,
+                              SimpleNamespace(plateau=plateau))
+
+    assert busy(0.79, plateau=0.05) is True
+    assert busy(0.79, plateau=0.0) is False
+    assert busy(0.5, plateau=0.08) is False
+    assert _autotune_busy(SimpleNamespace(history=[]), env, SimpleNamespace(plateau=0.05)) is None
