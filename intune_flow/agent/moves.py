@@ -35,10 +35,10 @@ import math
 
 from ..knobs import AUTOTUNE, THREAD_KINDS, KnobSpace
 from ..measurement import Measurement
+from .signals import SATURATED, hidden_stages, trusted_signals
 
 REBALANCE_ROUNDS = 3
 HEADROOM = 1.5
-SATURATED = 0.9
 MAX_GROWTH = 16
 SCALE_FACTOR = 4
 SCALE_ROUNDS = 4
@@ -498,34 +498,6 @@ def pool_at_cores(space: KnobSpace, m: Measurement, cores: float) -> dict | None
     21,900-22,600 on tf.data's pool of one thread per core, in a grid), and one window
     each, as the walk draws them, cannot tell them apart."""
     return _pools_cut(space, m, above=cores, threads=cores)
-
-
-def hidden_stages(space: KnobSpace, m: Measurement) -> list:
-    """The static parallelism knobs ``m``'s signals do not see, where they see its thread
-    pool and some of its stages: a stage the probe cannot locate (tf.data: off the main
-    input chain, such as the branches of ``sample_from_datasets``) or does not time (an
-    interleave). The pool's busy share counts only the calls of the stages seen, so with
-    any hidden it is a floor."""
-    sig = m.stage_signals or {}
-    if not any(k.kind == "threads" and k.name in sig for k in space) or \
-            not any(k.kind == "parallelism" and k.name in sig for k in space):
-        return []
-    return [k for k in space if k.kind == "parallelism" and m.config[k.name] != AUTOTUNE
-            and k.name not in sig]
-
-
-def trusted_signals(space: KnobSpace, m: Measurement) -> dict[str, float]:
-    """``m``'s stage signals without a thread pool's busy share below ``SATURATED`` where
-    stages are hidden (:func:`hidden_stages`): that share counts only the calls of the
-    stages seen, so a low one says nothing of the calls the pool serves (a saturated one
-    still says the pool is saturated). The smart start's re-allocation, its pool sizing
-    for calls in flight and the policy's observation read these."""
-    sig = dict(m.stage_signals or {})
-    if hidden_stages(space, m):
-        for k in space:
-            if k.kind == "threads" and sig.get(k.name, 1.0) < SATURATED:
-                del sig[k.name]
-    return sig
 
 
 def pool_doubled(space: KnobSpace, m: Measurement, cores: float) -> dict | None:

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..knobs import AUTOTUNE, KINDS, KnobSpace
 from ..measurement import Measurement
-from .moves import trusted_signals
+from .signals import trusted_signals
 
 KNOB_FEATURES = 17
 GLOBAL_FEATURES = 12
