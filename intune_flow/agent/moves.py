@@ -519,9 +519,10 @@ def unhide_pool(walk, measure) -> None:
     turns, and the pool's busy share would say when more are needed, but not when it misses
     the stages it serves. On 2 cores two TFRecord sources parsed in their own maps and mixed
     by ``sample_from_datasets`` (the parses off the main chain, so without a signal) read
-    19,000 records/s on 3 threads and 24,000 on 6, the pool's share reading 0.41; where the
-    hidden stage runs on its own threads (an interleave) 6 read 0.91 of 3, Python generator
-    shards and a cached, shuffled read level (a side by side, 5 rounds of 2 s windows)."""
+    19,800 records/s on 3 threads and 25,600 on 6, the pool's share reading 0.41; where the
+    hidden stage runs on its own threads (an interleave) 6 read 0.95 of 3, Python generator
+    shards level (``python -m benchmarks.generality --cases CASE --compare ...``, figures
+    in docs/tuner.md)."""
     cfg = pool_doubled(walk.space, walk.best, walk.cpu_budget)
     if cfg is not None:
         walk.jump(cfg, measure)
