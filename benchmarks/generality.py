@@ -148,7 +148,10 @@ def run_case(case, kwargs: dict, *, budgets, repeats: int, window_s: float,
 def compare_case(case, pipeline, configs: dict, *, repeats: int, window_s: float,
                  log=print) -> dict:
     """Complete ``configs`` (name -> config) of ``pipeline`` measured side by side,
-    interleaved, ``repeats`` times; each median as a share of the highest."""
+    interleaved, ``repeats`` times; each median as a share of the highest, with the median
+    busy share of each stage the probe has a signal for (what the search reads)."""
+    import statistics
+
     from intune_flow.real_env import PipelineEnv
 
     log(f"[generality] {case.name}: {case.kind}  comparing {list(configs)}")
@@ -159,6 +162,11 @@ def compare_case(case, pipeline, configs: dict, *, repeats: int, window_s: float
                                           for m in runs[name]]),
                    "cpu_util": summary([m["cpu_util"] for m in runs[name]]),
                    "statuses": [m["status"] for m in runs[name]]} for name in configs}
+    for name, r in rows.items():
+        looks = [m["stage_signals"] for m in runs[name] if m["status"] == "ok"]
+        knobs = sorted({k for sig in looks for k in sig})
+        r["signals"] = {k: round(statistics.median(sig[k] for sig in looks if k in sig), 3)
+                        for k in knobs}
     top = max(r["throughput"]["median"] for r in rows.values()) or 1.0
     for r in rows.values():
         r["ratio_to_best"] = r["throughput"]["median"] / top
@@ -170,17 +178,19 @@ def render_compare(data: dict) -> str:
     m = data["meta"]
     head = (f"Measured on {m['machine']['usable_cpus']} usable cores, {m['machine']['date']}, "
             f"with `{m['command']}`: each config's median of {m['repeats']} interleaved "
-            f"repeats ({m['window_s']:g} s windows), min and max, and the median as a share "
-            "of the highest in its case.\n\n")
+            f"repeats ({m['window_s']:g} s windows), min and max, the median as a share "
+            "of the highest in its case, and each stage's median busy share where the probe "
+            "has one.\n\n")
     rows = []
     for c in data["cases"]:
         for name, r in c["configs"].items():
             t = r["throughput"]
             rows.append([c["case"], name, ", ".join(f"{k}={v}" for k, v in r["config"].items()),
                          f"{t['median']:,.0f}", f"{t['min']:,.0f}-{t['max']:,.0f}",
-                         f"{r['cpu_util']['median']:.2f}", f"{r['ratio_to_best']:.2f}"])
+                         f"{r['cpu_util']['median']:.2f}", f"{r['ratio_to_best']:.2f}",
+                         ", ".join(f"{k} {v:.2f}" for k, v in r.get("signals", {}).items())])
     return head + md_table(["pipeline", "name", "config", "median", "min-max", "cpu",
-                            "/ best"], rows) + "\n"
+                            "/ best", "busy shares"], rows) + "\n"
 
 
 def parse_compare(text: str) -> dict:

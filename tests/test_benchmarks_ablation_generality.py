@@ -180,9 +180,12 @@ def test_generality_compare_measures_named_configs_side_by_side(tmp_path, capsys
     assert rows["auto"]["config"]["second"] == -1 and rows["auto"]["config"]["first"] == 1
     assert all(r["throughput"]["n"] == 2 for r in rows.values())
     assert max(r["ratio_to_best"] for r in rows.values()) == pytest.approx(1.0)
+    # What the search reads: the static maps' busy shares (AUTOTUNE's pool has none).
+    assert {"first", "second"} <= set(rows["one"]["signals"])
+    assert all(0.0 <= v <= 1.0 for v in rows["one"]["signals"].values())
     assert "--compare" in data["meta"]["command"] and '"first"' in data["meta"]["command"]
     table = (tmp_path / "generality_compare.md").read_text()
-    assert "| two_maps | one | first=1, second=1" in table
+    assert "| two_maps | one | first=1, second=1" in table and "| first " in table
     assert not (tmp_path / "generality.json").exists()    # the suite's table is left alone
 
 
