@@ -64,28 +64,34 @@ def grid(space) -> list[dict]:
     return out
 
 
+def case_ram_budget(case, pipeline) -> int | None:
+    """The case's RAM budget in bytes (None: it states no headroom). One budget for the
+    whole case, fixed before its measurements: the process grows as the case goes on, and a
+    budget taken later would be looser for what runs later. It starts from the RSS after
+    one short run of the smallest config and with the search's policy loaded (torch: ~280
+    MiB), so the framework's runtime and torch are in it whether or not a case ran before
+    this one (taken earlier, ``--cases memory`` alone got a budget its first probe passed)."""
+    from intune_flow.real_env import PipelineEnv
+    from intune_flow.resources import current_rss
+    from intune_flow.search.intune import load_policy
+
+    if not case.ram_headroom_mib:
+        return None
+    load_policy()
+    PipelineEnv(pipeline, window_s=0.5, warmup_s=0.2).measure(pipeline.space.ones())
+    return current_rss() + case.ram_headroom_mib * 2**20
+
+
 def run_case(case, kwargs: dict, *, budgets, repeats: int, window_s: float,
              long_budget_s: float, seed: int = 0, log=print) -> dict:
     from intune_flow import tune
     from intune_flow.pipeline import Pipeline
     from intune_flow.real_env import PipelineEnv
-    from intune_flow.resources import current_rss
     from intune_flow.search import run_search
-    from intune_flow.search.intune import load_policy
 
     pipeline = Pipeline.load(case.factory, **kwargs)
     space = pipeline.space
-    budget_ram = None
-    if case.ram_headroom_mib:
-        # One RAM budget for the whole case, fixed before its measurements: the process
-        # grows as the case goes on, and a budget taken later would be looser for what
-        # runs later. It starts from the RSS after one short run of the smallest config
-        # and with the search's policy loaded (torch: ~280 MiB), so the framework's
-        # runtime and torch are in it whether or not a case ran before this one (taken
-        # earlier, ``--cases memory`` alone got a budget its first probe passed).
-        load_policy()
-        PipelineEnv(pipeline, window_s=0.5, warmup_s=0.2).measure(space.ones())
-        budget_ram = current_rss() + case.ram_headroom_mib * 2**20
+    budget_ram = case_ram_budget(case, pipeline)
 
     def ram():
         return budget_ram
@@ -148,14 +154,16 @@ def run_case(case, kwargs: dict, *, budgets, repeats: int, window_s: float,
 def compare_case(case, pipeline, configs: dict, *, repeats: int, window_s: float,
                  log=print) -> dict:
     """Complete ``configs`` (name -> config) of ``pipeline`` measured side by side,
-    interleaved, ``repeats`` times; each median as a share of the highest, with the median
+    interleaved, ``repeats`` times, under the case's RAM budget as in the suite
+    (:func:`case_ram_budget`); each median as a share of the highest, with the median
     busy share of each stage the probe has a signal for (what the search reads)."""
     import statistics
 
     from intune_flow.real_env import PipelineEnv
 
     log(f"[generality] {case.name}: {case.kind}  comparing {list(configs)}")
-    env = PipelineEnv(pipeline, window_s=window_s, warmup_s=0.3)
+    ram = case_ram_budget(case, pipeline)
+    env = PipelineEnv(pipeline, ram_budget=ram, window_s=window_s, warmup_s=0.3)
     runs = interleaved(env.measure, configs, repeats, log=log)
     rows = {name: {"config": configs[name],
                    "throughput": summary([m["throughput"] if m["status"] == "ok" else 0.0
@@ -171,7 +179,7 @@ def compare_case(case, pipeline, configs: dict, *, repeats: int, window_s: float
     for r in rows.values():
         r["ratio_to_best"] = r["throughput"]["median"] / top
     return {"case": case.name, "kind": case.kind, "repeats": repeats, "window_s": window_s,
-            "configs": rows}
+            "ram_budget": ram, "configs": rows}
 
 
 def render_compare(data: dict) -> str:

@@ -174,6 +174,7 @@ def test_generality_compare_measures_named_configs_side_by_side(tmp_path, capsys
     import json
     data = json.loads((tmp_path / "generality_compare.json").read_text())
     (case,) = data["cases"]
+    assert case["ram_budget"] is None       # only the memory case states a RAM headroom
     rows = case["configs"]
     assert set(rows) == {"one", "auto"}
     assert rows["one"]["config"] == {"first": 1, "second": 1, "prefetch": 1, "threadpool": -1}
