@@ -206,11 +206,11 @@ def locate(space: KnobSpace, base: dict, build_and_iterate) -> dict[str, list[Lo
             else:
                 failed[group[0].name] = describe_error(error, limit=300)
             continue
+        chain = _ops(snaps[0])
         for k in group:
             hits = [{(pos, p) for pos, node in snap.items() for p in PARAMS
                      if node.params.get(p) == config[k.name]}
                     for config, snap in zip(configs, snaps)]
-            chain = tuple(snaps[0][pos].op for pos in sorted(snaps[0]))
             if hits[0] & hits[1]:
                 stages[k.name] = [Located(pos, p, chain) for pos, p in sorted(hits[0] & hits[1])]
     if failed:
@@ -223,11 +223,10 @@ IDLE = "idle"
 """What :func:`_node` answers for a knob whose node left the chain with its source end."""
 
 
-def _node(where: Located, after: dict, value) -> int | str | None:
-    """The position in ``after`` of the node ``where`` tagged, when it carries the knob's
-    ``value`` (any value for AUTOTUNE); :data:`IDLE` when the chain lost its source end with
-    that node; None when the graph is not the one tagged."""
-    ops = _ops(after)
+def _node(where: Located, after: dict, ops: tuple, value) -> int | str | None:
+    """The position in ``after`` (whose ops are ``ops``) of the node ``where`` tagged, when
+    it carries the knob's ``value`` (any value for AUTOTUNE); :data:`IDLE` when the chain
+    lost its source end with that node; None when the graph is not the one tagged."""
     lost = len(where.chain) - len(ops)
     pos = where.pos
     if lost > 0 and where.chain[lost:] == ops:
@@ -244,11 +243,12 @@ def _ops(snap: dict) -> tuple:
     return tuple(snap[pos].op for pos in sorted(snap))
 
 
-def _aligned(before: dict, after: dict) -> dict:
-    """``before`` by ``after``'s positions: shifted when the chain lost its source end in
-    between (a cache filled in the window); only the nodes of the same op kept otherwise."""
+def _aligned(before: dict, after: dict, ops: tuple) -> dict:
+    """``before`` by ``after``'s positions (``after``'s ops are ``ops``): shifted when the
+    chain lost its source end in between (a cache filled in the window); only the nodes of
+    the same op kept otherwise."""
     lost = len(before) - len(after)
-    if lost > 0 and _ops(before)[lost:] == _ops(after):
+    if lost > 0 and _ops(before)[lost:] == ops:
         return {pos - lost: node for pos, node in before.items() if pos >= lost}
     return {pos: node for pos, node in before.items()
             if pos in after and after[pos].op == node.op}
@@ -260,7 +260,8 @@ def stage_signals(stages: dict, before: dict, after: dict, seconds: float,
     implicit ``threadpool``, or the factory's own knob that sizes the pool), over ``seconds``."""
     if seconds <= 0 or not stages:
         return {}
-    before = _aligned(before, after)
+    ops = _ops(after)
+    before = _aligned(before, after, ops)
     busy_calls = {}   # chain position -> average calls in flight
     for pos, node in after.items():
         if pos in before and any(p in node.params for p in PARAMS):
@@ -270,7 +271,7 @@ def stage_signals(stages: dict, before: dict, after: dict, seconds: float,
         value = config.get(name)
         shares = []
         for located in where:
-            pos = _node(located, after, value)
+            pos = _node(located, after, ops, value)
             if pos == IDLE and located.chain[located.pos].startswith(TIMED_OPS):
                 shares.append(0.0)
                 continue
@@ -292,11 +293,11 @@ def stage_signals(stages: dict, before: dict, after: dict, seconds: float,
 def autotune_choices(stages: dict, after: dict, config: dict) -> dict[str, int]:
     """The parallelism tf.data's AUTOTUNE holds, at the snapshot, for each located knob the
     config leaves to it (what AUTOTUNE chose, which tf.data itself does not show)."""
-    out = {}
+    out, ops = {}, _ops(after)
     for name, where in stages.items():
         if config.get(name) != AUTOTUNE:
             continue
-        nodes = [_node(located, after, AUTOTUNE) for located in where]
+        nodes = [_node(located, after, ops, AUTOTUNE) for located in where]
         values = {after[pos].params.get(located.param) for pos, located in zip(nodes, where)
                   if pos is not None and pos != IDLE}
         values.discard(None)
