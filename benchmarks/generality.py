@@ -137,8 +137,7 @@ def run_case(case, kwargs: dict, *, budgets, repeats: int, window_s: float,
     runs = interleaved(final.measure, {n: p["config"] for n, p in picks.items()}, repeats,
                        log=log)
     for name, p in picks.items():
-        p["throughput"] = summary([m["throughput"] if m["status"] == "ok" else 0.0
-                                   for m in runs[name]])
+        p["throughput"] = _throughput(runs[name])
         p["statuses"] = [m["status"] for m in runs[name]]
     top_name = max(picks, key=lambda n: picks[n]["throughput"]["median"])
     top = picks[top_name]["throughput"]["median"] or 1.0
@@ -149,6 +148,11 @@ def run_case(case, kwargs: dict, *, budgets, repeats: int, window_s: float,
     return {"case": case.name, "kind": case.kind, "framework": pipeline.framework,
             "knobs": list(space.names), "best_known": top_name, "picks": picks,
             "targets": targets(picks, budgets), "repeats": repeats, "window_s": window_s}
+
+
+def _throughput(measurements: list[dict]) -> dict:
+    """Median, min and max throughput of one config's repeats, a failed one counting 0."""
+    return summary([m["throughput"] if m["status"] == "ok" else 0.0 for m in measurements])
 
 
 def compare_case(case, pipeline, configs: dict, *, repeats: int, window_s: float,
@@ -166,8 +170,7 @@ def compare_case(case, pipeline, configs: dict, *, repeats: int, window_s: float
     env = PipelineEnv(pipeline, ram_budget=ram, window_s=window_s, warmup_s=0.3)
     runs = interleaved(env.measure, configs, repeats, log=log)
     rows = {name: {"config": configs[name],
-                   "throughput": summary([m["throughput"] if m["status"] == "ok" else 0.0
-                                          for m in runs[name]]),
+                   "throughput": _throughput(runs[name]),
                    "cpu_util": summary([m["cpu_util"] for m in runs[name]]),
                    "statuses": [m["status"] for m in runs[name]]} for name in configs}
     for name, r in rows.items():
@@ -393,10 +396,11 @@ def main(argv=None) -> int:
                      "steal_share": common.steal_share(cpu0, common.cpu_times())},
             "cases": cases}
     if compare is not None:
+        table = render_compare(data)
         common.write_json("generality_compare", data, out_dir)
         (out_dir / "generality_compare.md").write_text(
-            "# Generality suite: configs side by side\n\n" + render_compare(data))
-        print(render_compare(data))
+            "# Generality suite: configs side by side\n\n" + table)
+        print(table)
         return 0
     write_outputs(data, out_dir, None if args.no_readme else README)
     print(render(data))
