@@ -21,7 +21,9 @@ obvious in whole-config jumps; the single-knob moves after them are the policy's
   own tuner (tf.data AUTOTUNE), its pool and buffers kept;
 * :func:`autotune_held_back`: that hybrid with what held AUTOTUNE back grown, when it left
   the CPU idle: its pool, when AUTOTUNE ran a stage at the pool's size, and the knobs it
-  kept static.
+  kept static;
+* :func:`unpin`: after the smart start, that hybrid and its growth measured early where a
+  stage is saturated at its knob's maximum on an idle CPU (:func:`pinned_stages`).
 
 Functions that measure take the :class:`~intune_flow.agent.walk.Walk` and a
 ``measure(config) -> Measurement`` and move the walk through :meth:`Walk.jump`
@@ -217,6 +219,42 @@ def autotune_held_back(space: KnobSpace, m: Measurement, keep=()) -> dict | None
     for k in held:
         cfg[k.name] = _snap_up(k, m.config[k.name] * grow)
     return cfg if cfg != m.config else None
+
+
+def pinned_stages(space: KnobSpace, m: Measurement, keep=()) -> list:
+    """The static parallelism knobs of ``m`` saturated at their maximum (the grid's last
+    value) while ``m`` left the CPU below ``BUSY_CPU``, that accept AUTOTUNE and are not in
+    ``keep``: the static values cannot grow them, and their calls wait on something other
+    than the CPU, so the throughput is capped by the knob's bound, not by the machine."""
+    if not m.ok or m.cpu_util >= BUSY_CPU:
+        return []
+    sig = trusted_signals(space, m)
+    return [k for k in space if k.kind == "parallelism" and k.autotune and k.name not in keep
+            and m.config[k.name] == k.grid()[-1] and sig.get(k.name, 0.0) >= SATURATED]
+
+
+def unpin(walk, measure, keep=()) -> None:
+    """Where the best config has stages pinned at their maximum (:func:`pinned_stages`), one
+    jump to its hybrid (:func:`hybrid_autotune`) and, when that ran, one to the hybrid with
+    what held AUTOTUNE back grown (:func:`autotune_held_back`).
+
+    tf.data's AUTOTUNE bounds a stage's calls by its thread pool, not by the knob's
+    maximum, so the hybrid is the one config that can grow such a stage. The end of the
+    search measures the hybrid anyway; measuring it here gives the walk's remaining moves
+    its neighbourhood instead: on 2 cores a feature-store lookup of 64 ms per batch
+    (``numpy_function``) declared ``max=32`` read 62,500 records/s at 32 calls, its hybrid
+    on a 64-thread pool 123,700 and on 192 threads 178,200, where the 60 s search that met
+    the hybrid only at its end kept 147,000 (``python -m benchmarks.generality --cases
+    tfrecord_lookup --compare ...``, 2026-12-06 00:45 UTC)."""
+    if not pinned_stages(walk.space, walk.best, keep):
+        return
+    cfg = hybrid_autotune(walk.space, walk.best.config, keep=keep)
+    if cfg is None:
+        return
+    m = walk.jump(cfg, measure)
+    grown = autotune_held_back(walk.space, m, keep=keep) if m is not None else None
+    if grown is not None:
+        walk.jump(grown, measure)
 
 
 def explained(space: KnobSpace, m: Measurement) -> bool:

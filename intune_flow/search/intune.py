@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..agent.moves import (BUSY_CPU, autotune_held_back, hybrid_autotune, pool_at_cores,
-                           pool_threads, pool_trimmed, recover, rescaled, smart_start)
+                           pool_threads, pool_trimmed, recover, rescaled, smart_start, unpin)
 from ..agent.walk import Walk, config_key
 from ..env import has_native_autotune, kept_from_autotune
 from ..knobs import AUTOTUNE
@@ -156,7 +156,9 @@ def _warm_up(tr: Tracker, env, walk: Walk, heuristics: bool = True,
     (the memory guard only without ``heuristics``). The smart start's jumps stop at the
     ``reserve`` measurements kept for the end (raising :class:`_Reserved`). It cuts a pool
     its scaling overgrew back to the cores unless AUTOTUNE, measured here, left the CPU idle
-    (:func:`~intune_flow.agent.moves.scale_out`)."""
+    (:func:`~intune_flow.agent.moves.scale_out`). Where the framework has its own tuner, a
+    stage the smart start left saturated at its maximum gets the hybrid config then, not
+    only at the end (:func:`~intune_flow.agent.moves.unpin`)."""
     if not walk.current.ok:
         recover(walk, tr.measure, max_steps=10**9)
     if not heuristics:
@@ -170,6 +172,8 @@ def _warm_up(tr: Tracker, env, walk: Walk, heuristics: bool = True,
 
     smart_start(walk, measure, trim=_autotune_busy(tr, env, walk) is not False,
                 deepen=has_native_autotune(env))
+    if has_native_autotune(env):
+        unpin(walk, measure, keep=kept_from_autotune(env))
 
 
 def _observe(tr: Tracker, walk: Walk, allow_stop: bool = True):
@@ -253,8 +257,9 @@ def _measure_hybrid(tr: Tracker, env, walk: Walk) -> None:
     if _autotune_busy(tr, env, walk):
         config = pool_trimmed(env.space, walk.best, env.cpu_budget) or config
     cfg = hybrid_autotune(env.space, config, keep=keep)
-    if cfg is None:
-        return
+    if cfg is None or config_key(cfg) in {config_key(m.config)
+                                          for m in tr.history[tr.rebased_at:]}:
+        return   # measured already (:func:`~intune_flow.agent.moves.unpin`): the race sees it
     try:
         m = tr.measure(cfg)
         grown = autotune_held_back(env.space, m, keep=keep)

@@ -12,7 +12,8 @@ the memory estimate passes the budget.
 A config may hand only some knobs to AUTOTUNE (:func:`resolve_autotune`): the others
 stay where the config puts them, and a parallelism's cap is the thread pool it runs on
 (a private pool the config sets, or the cores), as tf.data caps it at
-``runner_threadpool_size``.
+``runner_threadpool_size``: not the knob's maximum, which bounds the search's static
+values only (tf.data never sees it).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def autotune_config(p: SimPipeline, cores: float, ram_total: int | None = None,
             cfg[k.name] = k.clamp(cores_i)
         else:
             cfg[k.name] = k.min
-            cap[k.name] = min(k.max, pool) if k.kind == "parallelism" else k.max
+            cap[k.name] = pool if k.kind == "parallelism" else k.max
     top = {**cfg, **cap}
     target = evaluate(p, top, cores).throughput
     rounds = 0

@@ -61,7 +61,8 @@ class SimEnv:
         """The static config the pipeline runs for ``config`` (its AUTOTUNE values set)."""
         cfg = self.space.validate(config)
         if self.native_autotune:
-            cfg = resolve_autotune(self.pipeline, cfg, self.cpu_budget, self.pipeline.ram_total)
+            # every AUTOTUNE value resolved, unclamped: AUTOTUNE never sees a knob's bounds
+            return resolve_autotune(self.pipeline, cfg, self.cpu_budget, self.pipeline.ram_total)
         return self.space.concretize(cfg, self.cpu_budget)
 
     def _reported(self, config: Mapping[str, int], ran: dict) -> tuple[dict, dict]:

@@ -340,3 +340,50 @@ def test_autotune_within_the_noise_of_a_busy_cpu_counts_as_busy():
     assert busy(0.79, plateau=0.0) is False
     assert busy(0.5, plateau=0.08) is False
     assert _autotune_busy(SimpleNamespace(history=[]), env, SimpleNamespace(plateau=0.05)) is None
+
+
+def _pinned_read_pipeline(cores=4):
+    """The latency-bound read of :func:`_io_pipeline` (it wants ~40 calls) declared with
+    ``max=16``: at 16 calls it is saturated on an idle CPU, and no static value can grow it."""
+    from dataclasses import replace
+
+    p = _io_pipeline(cores=cores)
+    space = KnobSpace(tuple(replace(k, max=16) if k.name == "read" else k for k in p.space))
+    return replace(p, space=space)
+
+
+def test_a_stage_saturated_at_its_maximum_on_an_idle_cpu_is_handed_to_autotune_early():
+    """The smart start leaves the read at its maximum, saturated, the CPU idle: the hybrid
+    (AUTOTUNE bounded by the pool, not by the knob) is measured right away and the walk goes
+    on from it; a stage below its maximum, a busy CPU or a knob kept static is not pinned."""
+    from intune_flow.agent.moves import pinned_stages, unpin
+    from intune_flow.measurement import Measurement
+    from intune_flow.search.intune import _measure_hybrid
+    from intune_flow.search.tracker import Tracker
+
+    p = _pinned_read_pipeline()
+    env = SimEnv(p, seed=0, native_autotune=True)
+    tr = Tracker(env, "intune", budget_s=1e9, max_steps=None, progress=lambda ev: None)
+    start = tr.measure({"read": 16, "map": 2, "prefetch": 2, "pool": 64}, start=True)
+    assert start.cpu_util < 0.8 and start.stage_signals["read"] >= 0.9
+    assert [k.name for k in pinned_stages(p.space, start)] == ["read"]
+    walk = Walk(p.space, start, cpu_budget=4, ram_budget=p.ram_budget, autotune=True)
+    unpin(walk, tr.measure)
+    hybrid = tr.history[1]
+    assert hybrid.config == {"read": AUTOTUNE, "map": AUTOTUNE, "prefetch": 2, "pool": 64}
+    assert hybrid.autotune_choices["read"] > 16
+    assert walk.best.config["read"] == AUTOTUNE
+    assert walk.best.throughput > 1.5 * start.throughput
+    measured = len(tr.history)
+    walk.best = start                      # its hybrid was measured: the end does not redo it
+    _measure_hybrid(tr, env, walk)
+    assert len(tr.history) == measured
+
+    def reading(cpu, read, saturated=0.97):
+        return Measurement(config={"read": read, "map": 2, "prefetch": 2, "pool": 64},
+                           throughput=1.0, cpu_util=cpu, stage_signals={"read": saturated})
+    assert pinned_stages(p.space, reading(0.3, 16))
+    assert not pinned_stages(p.space, reading(0.3, 8))                  # it can still grow
+    assert not pinned_stages(p.space, reading(0.95, 16))                # the CPU is the limit
+    assert not pinned_stages(p.space, reading(0.3, 16, saturated=0.5))  # not what limits
+    assert not pinned_stages(p.space, reading(0.3, 16), keep=("read",))
