@@ -245,7 +245,7 @@ def unpin(walk, measure, keep=()) -> None:
     (``numpy_function``) declared ``max=32`` read 62,500 records/s at 32 calls, its hybrid
     on a 64-thread pool 123,700 and on 192 threads 178,200, where the 60 s search that met
     the hybrid only at its end kept 147,000 (``python -m benchmarks.generality --cases
-    tfrecord_lookup --compare ...``, 2026-12-06 00:45 UTC)."""
+    tfrecord_lookup --compare ...``, 2026-12-06 00:42 UTC)."""
     if not pinned_stages(walk.space, walk.best, keep):
         return
     cfg = hybrid_autotune(walk.space, walk.best.config, keep=keep)
