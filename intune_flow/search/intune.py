@@ -144,10 +144,7 @@ def _end_has_work(tr: Tracker, env, walk: Walk) -> bool:
     """Whether the end of the search has a use for the measurements kept for it: two
     configs to race, or a hybrid to measure. A walk from an all-AUTOTUNE config (a cached
     one, refined) has neither until it moves, so it walks on instead of idling to its end."""
-    if len(_raceable(tr)) >= 2:
-        return True
-    return bool(_hybrid(env)) and walk.best.ok and hybrid_autotune(
-        env.space, walk.best.config, keep=kept_from_autotune(env)) is not None
+    return len(_raceable(tr)) >= 2 or _end_hybrid(tr, env, walk) is not None
 
 
 def _warm_up(tr: Tracker, env, walk: Walk, heuristics: bool = True,
@@ -250,23 +247,34 @@ def _measure_hybrid(tr: Tracker, env, walk: Walk) -> None:
     thread per core) needing every core says the stages it balances want cores, not
     threads, and a pool the scaling overgrew (a search the budget cut before its trim) only
     adds contention (on 2 cores two CPU maps read 8,800 records/s on 32 threads, 13,300 on 3)."""
-    if not _hybrid(env) or not walk.best.ok:
+    cfg = _end_hybrid(tr, env, walk)
+    if cfg is None:
         return
-    keep = kept_from_autotune(env)
-    config = walk.best.config
-    if _autotune_busy(tr, env, walk):
-        config = pool_trimmed(env.space, walk.best, env.cpu_budget) or config
-    cfg = hybrid_autotune(env.space, config, keep=keep)
-    if cfg is None or config_key(cfg) in {config_key(m.config)
-                                          for m in tr.history[tr.rebased_at:]}:
-        return   # measured already (:func:`~intune_flow.agent.moves.unpin`): the race sees it
     try:
         m = tr.measure(cfg)
-        grown = autotune_held_back(env.space, m, keep=keep)
+        grown = autotune_held_back(env.space, m, keep=kept_from_autotune(env))
         if grown is not None:
             tr.measure(grown)
     except BudgetSpent:
         pass
+
+
+def _end_hybrid(tr: Tracker, env, walk: Walk) -> dict | None:
+    """The hybrid config the end of the search measures (:func:`_measure_hybrid`): the
+    walk's best with its parallelism at AUTOTUNE, its pools cut to the cores where
+    all-AUTOTUNE kept the CPU busy. None where the framework has no tuner of its own, the
+    best did not run, there is no such hybrid, or it was measured already on this machine
+    (:func:`~intune_flow.agent.moves.unpin`): the race sees that one."""
+    if not _hybrid(env) or not walk.best.ok:
+        return None
+    config = walk.best.config
+    if _autotune_busy(tr, env, walk):
+        config = pool_trimmed(env.space, walk.best, env.cpu_budget) or config
+    cfg = hybrid_autotune(env.space, config, keep=kept_from_autotune(env))
+    if cfg is None or config_key(cfg) in {config_key(m.config)
+                                          for m in tr.history[tr.rebased_at:]}:
+        return None
+    return cfg
 
 
 def _autotune_busy(tr: Tracker, env, walk: Walk) -> bool | None:
