@@ -372,8 +372,10 @@ def test_a_stage_saturated_at_its_maximum_on_an_idle_cpu_is_handed_to_autotune_e
     hybrid = tr.history[1]
     assert hybrid.config == {"read": AUTOTUNE, "map": AUTOTUNE, "prefetch": 2, "pool": 64}
     assert hybrid.autotune_choices["read"] > 16
+    # the walk moved on from the start (a jump is kept only past its noise margin) to the
+    # hybrid or its grown pool
+    assert walk.best is not start and walk.best in tr.history[1:]
     assert walk.best.config["read"] == AUTOTUNE
-    assert walk.best.throughput > 1.5 * start.throughput
     measured = len(tr.history)
     walk.best = start                      # its hybrid was measured: the end does not redo it
     _measure_hybrid(tr, env, walk)
