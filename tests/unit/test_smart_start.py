@@ -36,6 +36,30 @@ def test_buffered_raises_shallow_buffers_within_bounds_and_keeps_autotune():
     assert buffered(space, cfg) == {"map": 1, "a": BUFFER_FLOOR, "b": 1, "c": AUTOTUNE}
 
 
+def test_where_elements_come_fast_the_jumps_buffer_ten_milliseconds_of_them():
+    from intune_flow.agent.moves import BUFFER_TIME_CAP, rebalanced
+    from intune_flow.measurement import Measurement
+    shuffle = Knob("shuffle", "buffer", 1, 4096, 1, autotune=False)   # its op rejects AUTOTUNE
+    space = KnobSpace((*SPACE.knobs, shuffle, Knob("small", "buffer", 1, 8, 1)))
+    ones = space.ones()
+    # 1,200 elements/s (128-row batches at 150,000 records/s): 12 elements in 10 ms
+    assert buffered(space, ones, 1_200) == {**ones, "prefetch": 12, "shuffle": BUFFER_FLOOR,
+                                            "small": 8}
+    # blocks of 1,024 rows at 4,000 a second: capped, their size is not known
+    assert buffered(space, ones, 4_000)["prefetch"] == BUFFER_TIME_CAP
+    # batches of a few hundred records at a few hundred a second keep the floor of two
+    assert buffered(space, ones, 150) == buffered(space, ones) == \
+        {**ones, "prefetch": BUFFER_FLOOR, "shuffle": BUFFER_FLOOR, "small": BUFFER_FLOOR}
+    # never shallower than it was, AUTOTUNE left alone
+    deep = {**ones, "prefetch": 48, "small": AUTOTUNE}
+    assert buffered(space, deep, 1_200) == {**deep, "shuffle": BUFFER_FLOOR}
+    # the scaling jumps and the signals' re-allocation both use the rate they were taken at
+    assert scaled(space, ones, 4, 1_200)["prefetch"] == 12
+    m = Measurement(config={**ones, "read": 4}, throughput=150_000.0, elements_per_s=1_200.0,
+                    cpu_util=0.9, stage_signals={"read": 1.0, "map": 1.0, "pool": 0.5})
+    assert rebalanced(space, m)["prefetch"] == 12
+
+
 def _starved_pipeline(cores=32):
     """A held-out-style sim pipeline where all knobs at 1 deliver under a quarter of the oracle."""
     for i in range(100):
