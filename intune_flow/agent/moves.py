@@ -55,14 +55,14 @@ element the producer waits while the consumer holds it, so the stages barely ove
 (2 is DataLoader's default ``prefetch_factor``). Only memory bounds it: the RAM guard
 abandons a jump that does not fit."""
 BUFFER_SECONDS = 0.01
-"""...and, where elements come fast, to what the pipeline delivers in this long: a buffer
-hides a producer's stall only as long as it holds elements for, and a thread the OS
-preempts waits a scheduling period (milliseconds). Two elements of 1,024-row blocks at
-4,000 elements/s last half a millisecond: on 2 cores such a pipeline read 0.87 of its best
-at a prefetch of 2, 0.95 at 8 and 1.00 at 32 (same stages, side by side). Batches of a few
-hundred records (under 200 a second) keep the floor of two. At most ``BUFFER_TIME_CAP``
-elements: their size is not known here, and the RAM guard abandons a whole jump that does
-not fit."""
+"""Where elements come fast, the smart start's jumps raise a buffer further, to what the
+pipeline delivers in this long: a buffer hides a producer's stall only as long as it holds
+elements for, and a thread the OS preempts waits a scheduling period (milliseconds). Two
+elements of 1,024-row blocks at 4,000 elements/s last half a millisecond: on 2 cores such a
+pipeline read 0.87 of its best at a prefetch of 2, 0.95 at 8 and 1.00 at 32 (same stages,
+side by side). Batches of a few hundred records (under 200 a second) keep the floor of two.
+At most ``BUFFER_TIME_CAP`` elements: their size is not known here, and the RAM guard
+abandons a whole jump that does not fit."""
 BUFFER_TIME_CAP = 32
 
 
