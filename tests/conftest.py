@@ -67,5 +67,31 @@ def pytest_collection_modifyitems(items):
     items[:] = [item for share in range(processes) for item in ranked[share::processes]]
 
 
+def pytest_sessionfinish(session):
+    """Stop any process the tests left behind, and name it: by now every fixture that starts
+    a server or a pool has stopped it, so a child still running is a leak (a DataLoader
+    worker forked while another thread held a lock once hung in a futex wait and outlived
+    its pytest-xdist process by an hour). Not in an xdist controller, whose children are
+    the test processes."""
+    import sys
+
+    import psutil
+
+    config = session.config
+    if not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") != "no":
+        return
+    left = psutil.Process().children(recursive=True)
+    for proc in left:
+        try:
+            print(f"conftest: stopping process {proc.pid} the tests left running: "
+                  f"{' '.join(proc.cmdline())[:200]}", file=sys.stderr)
+            proc.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(left, timeout=5)
+    for proc in alive:
+        proc.kill()
+
+
 def pytest_unconfigure(config):
     shutil.rmtree(_ROOT, ignore_errors=True)
