@@ -10,11 +10,11 @@ obvious in whole-config jumps; the single-knob moves after them are the policy's
   pools only to the cores (:func:`pools_capped`) or, where the stages wait on something
   else, to the calls they serve (:func:`pools_sized`), and on tf.data the signals'
   allocation gets one scaling jump of its stages, pools held as in a scaling
-  (:func:`deepened`); after scaling, a pool grown far past the cores of a busy CPU is cut back once (:func:`pool_trimmed`), and when a
-  re-allocation or a scaling did not pay on an idle CPU its stages are tried on a
-  one-thread pool (:func:`pool_serialized`: GIL contention); last, on a busy CPU, a pool
-  held near the cores whose busy share misses stages the signals do not see is tried at
-  twice its size (:func:`pool_doubled`);
+  (:func:`deepened`); after scaling, a pool grown far past the cores of a busy CPU is cut
+  back once (:func:`pool_trimmed`), and when a re-allocation or a scaling did not pay on
+  an idle CPU its stages are tried on a one-thread pool (:func:`pool_serialized`: GIL
+  contention); last, on a busy CPU, a pool held near the cores whose busy share misses
+  stages the signals do not see is tried at twice its size (:func:`pool_doubled`);
 * :func:`recover`: the memory guard for a start that does not run;
 * :func:`rescaled`: a config carried to a machine with another core count;
 * :func:`hybrid_autotune`: a static config with its parallelism handed to the framework's
