@@ -246,17 +246,42 @@ def _measure_hybrid(tr: Tracker, env, walk: Walk) -> None:
     when the best and all-AUTOTUNE both kept the CPU busy: AUTOTUNE on its own pool (one
     thread per core) needing every core says the stages it balances want cores, not
     threads, and a pool the scaling overgrew (a search the budget cut before its trim) only
-    adds contention (on 2 cores two CPU maps read 8,800 records/s on 32 threads, 13,300 on 3)."""
+    adds contention (on 2 cores two CPU maps read 8,800 records/s on 32 threads, 13,300 on 3).
+
+    Where the smart start measured the best's hybrid already
+    (:func:`~intune_flow.agent.moves.unpin`) but the end's reserve stopped it before the
+    growth, the growth is measured here from that hybrid's best look: on 2 cores a TFRecord
+    read kept at 1 file held its hybrid to 40,000-93,000 records/s, and 20 s searches that
+    stopped there read 0.26-0.31 of the best known, one that grew it to 2 files 0.80."""
     cfg = _end_hybrid(tr, env, walk)
-    if cfg is None:
-        return
     try:
-        m = tr.measure(cfg)
-        grown = autotune_held_back(env.space, m, keep=kept_from_autotune(env))
-        if grown is not None:
+        m = tr.measure(cfg) if cfg is not None else _hybrid_seen(tr, env, walk)
+        grown = autotune_held_back(env.space, m, keep=kept_from_autotune(env)) \
+            if m is not None else None
+        if grown is not None and not _measured(tr, grown):
             tr.measure(grown)
     except BudgetSpent:
         pass
+
+
+def _measured(tr: Tracker, config: dict) -> list:
+    """``config``'s measurements on this machine (since the last rebase)."""
+    key = config_key(config)
+    return [m for m in tr.history[tr.rebased_at:] if config_key(m.config) == key]
+
+
+def _hybrid_seen(tr: Tracker, env, walk: Walk):
+    """The best look of the walk's best as a hybrid (itself, when it is one: a stage at
+    AUTOTUNE, none it could hand over left static, the pools not), where that was measured
+    on this machine and ran; None otherwise."""
+    keep = kept_from_autotune(env)
+    config = hybrid_autotune(env.space, walk.best.config, keep=keep) or walk.best.config
+    if hybrid_autotune(env.space, config, keep=keep) is not None or \
+            config == env.space.autotune() or \
+            not any(config[k.name] == AUTOTUNE for k in env.space if k.kind == "parallelism"):
+        return None
+    looks = [m for m in _measured(tr, config) if m.ok]
+    return max(looks, key=lambda m: m.throughput) if looks else None
 
 
 def _end_hybrid(tr: Tracker, env, walk: Walk) -> dict | None:
@@ -271,8 +296,7 @@ def _end_hybrid(tr: Tracker, env, walk: Walk) -> dict | None:
     if _autotune_busy(tr, env, walk):
         config = pool_trimmed(env.space, walk.best, env.cpu_budget) or config
     cfg = hybrid_autotune(env.space, config, keep=kept_from_autotune(env))
-    if cfg is None or config_key(cfg) in {config_key(m.config)
-                                          for m in tr.history[tr.rebased_at:]}:
+    if cfg is None or _measured(tr, cfg):
         return None
     return cfg
 

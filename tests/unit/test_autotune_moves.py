@@ -169,6 +169,40 @@ def test_a_start_given_keeps_its_autotune_values_where_the_framework_has_autotun
     assert AUTOTUNE not in out.history[0].config.values()
 
 
+def test_a_hybrid_whose_growth_the_reserve_stopped_grows_at_the_end():
+    """The smart start measured the hybrid on a pool AUTOTUNE ran the read at, the CPU idle,
+    and the measurements kept for the end stopped it before the growth: the end measures the
+    growth (once), not nothing because the hybrid itself was seen."""
+    from intune_flow.agent.moves import autotune_held_back, unpin
+    from intune_flow.search.intune import _measure_hybrid, _Reserved
+    from intune_flow.search.tracker import Tracker
+
+    p = _pinned_read_pipeline()
+    env = SimEnv(p, seed=0, native_autotune=True)
+    tr = Tracker(env, "intune", budget_s=1e9, max_steps=None, progress=lambda ev: None)
+    start = tr.measure({"read": 16, "map": 2, "prefetch": 2, "pool": 16}, start=True)
+    walk = Walk(p.space, start, cpu_budget=4, ram_budget=p.ram_budget, autotune=True)
+
+    def reserved_after_one(config):
+        if len(tr.history) > 1:
+            raise _Reserved()
+        return tr.measure(config)
+
+    try:
+        unpin(walk, reserved_after_one)
+    except _Reserved:
+        pass
+    hybrid = tr.history[-1]
+    assert len(tr.history) == 2 and hybrid.config["read"] == AUTOTUNE
+    grown = autotune_held_back(p.space, hybrid)
+    assert grown is not None and grown["pool"] > 16
+    for best in (start, hybrid):        # the walk kept the start, or took the hybrid
+        walk.best = best
+        _measure_hybrid(tr, env, walk)
+        assert [m.config for m in tr.history[2:]] == [grown]
+    assert tr.history[-1].throughput > hybrid.throughput
+
+
 def test_a_pool_that_caps_autotune_on_an_idle_cpu_grows():
     """AUTOTUNE ran the read at the pool's 16 threads with the CPU mostly idle: the pool is
     what holds it back, so the follow-up grows it (to the CPU's headroom, at least double);
