@@ -57,8 +57,15 @@ def test_bad_arguments_fail_cleanly(args, message):
 
 
 def test_unknown_option_is_rejected_by_argparse():
-    proc = _cli("tune", TINY, "--budget", "5", "--frobnicate")
+    proc = _cli("tune", TINY, "--budget-s", "5", "--frobnicate")
     assert proc.returncode == 2 and "unrecognized arguments: --frobnicate" in proc.stderr
+
+
+def test_a_prefix_of_an_option_is_rejected_naming_the_option():
+    # argparse would take it as --budget-s; tune(budget=5) is an error too
+    proc = _cli("tune", TINY, "--budget", "5")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "unrecognized arguments: --budget 5 (did you mean --budget-s?)" in proc.stderr
 
 
 def test_timeout_s_bounds_a_hanging_factory_and_tune_falls_back(tmp_path):
