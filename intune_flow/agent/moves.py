@@ -381,8 +381,8 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
     GETs at 64 calls read 5,000 records/s on 256 threads and 690 on 3); such a pool grows
     with the calls it serves instead (:func:`pools_sized`), on every round: its CPU headroom
     lets it grow on an idle CPU, and a CPU just under ``BUSY_CPU`` has little left (those
-    GETs with a CPU transform, the CPU at 77%: on 48 threads 46 busy, 7,000 records/s; on
-    192 threads still 46 busy, 6,350).
+    GETs with a CPU transform, the CPU at 77%: on 48 threads 44 busy, 7,000 records/s; on
+    192 threads 46 busy, 6,350).
     """
     if not walk.best.ok:
         return
