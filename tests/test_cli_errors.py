@@ -66,6 +66,11 @@ def test_a_prefix_of_an_option_is_rejected_naming_the_option():
     proc = _cli("tune", TINY, "--budget", "5")
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "unrecognized arguments: --budget 5 (did you mean --budget-s?)" in proc.stderr
+    # the hint comes from the subcommand given: probe has no --budget-s to point to
+    proc = _cli("probe", TINY, "--budget-s", "5")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "unrecognized arguments: --budget-s 5" in proc.stderr
+    assert "did you mean --budget-s" not in proc.stderr
 
 
 def test_timeout_s_bounds_a_hanging_factory_and_tune_falls_back(tmp_path):

@@ -18,31 +18,37 @@ class _Parser(argparse.ArgumentParser):
     """An argument parser (its subcommands' too) that takes long options only as written:
     argparse's prefix matching would take ``tune --budget 20`` as ``--budget-s 20``, where
     ``tune(budget=20)`` is an error, and a prefix can change meaning when an option is
-    added. An unknown option's error names the closest known one."""
+    added. An unknown option's error names the closest option of the subcommand given."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
-    def error(self, message):
-        if message.startswith("unrecognized arguments:"):
-            known = _option_strings(self)
-            close = [m for arg in message.split(":", 1)[1].split() if arg.startswith("--")
+    def parse_args(self, args=None, namespace=None):
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            known = _long_options(_subcommand(self, parsed))
+            close = [m for arg in extras if arg.startswith("--")
                      for m in difflib.get_close_matches(arg.split("=")[0], known, n=1)]
-            if close:
-                message += f" (did you mean {', '.join(dict.fromkeys(close))}?)"
-        super().error(message)
+            hint = f" (did you mean {', '.join(dict.fromkeys(close))}?)" if close else ""
+            self.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+        return parsed
 
 
-def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
-    """The long options of ``parser`` and of its subcommands, all levels down."""
-    found = []
+def _subcommand(parser: argparse.ArgumentParser, parsed) -> argparse.ArgumentParser:
+    """The parser of the (innermost) subcommand ``parsed`` chose."""
     for action in parser._actions:
-        found += [o for o in action.option_strings if o.startswith("--")]
         if isinstance(action, argparse._SubParsersAction):
-            for sub in dict.fromkeys(action.choices.values()):
-                found += _option_strings(sub)
-    return list(dict.fromkeys(found))
+            chosen = action.choices.get(getattr(parsed, action.dest, None) or "")
+            if chosen is not None:
+                return _subcommand(chosen, parsed)
+    return parser
+
+
+def _long_options(parser: argparse.ArgumentParser) -> list[str]:
+    """The long options ``parser`` takes."""
+    return [o for action in parser._actions for o in action.option_strings
+            if o.startswith("--")]
 
 
 def build_parser() -> argparse.ArgumentParser:
