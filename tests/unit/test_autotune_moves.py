@@ -200,7 +200,8 @@ def test_a_hybrid_whose_growth_the_reserve_stopped_grows_at_the_end():
         walk.best = best
         _measure_hybrid(tr, env, walk)
         assert [m.config for m in tr.history[2:]] == [grown]
-    assert tr.history[-1].throughput > hybrid.throughput
+    # on the grown pool AUTOTUNE ran the read past the old pool's 16 threads
+    assert tr.history[-1].ok and tr.history[-1].autotune_choices["read"] > 16
 
 
 def test_a_pool_that_caps_autotune_on_an_idle_cpu_grows():
