@@ -7,7 +7,7 @@ Events are dicts with at least ``event`` ("start", "measure", "rebase", "done"),
 ``method``, ``step``, ``config``, ``throughput``, ``best`` and ``status``; "done" also
 carries ``best_mean`` and ``best_looks`` when the end-of-search re-measure chose the best, and
 ``chosen_by`` (the rule that chose it: ``"race"``, ``"best window"``, either with
-``", tie rule"``) where intune's end of search ran.
+``", tie rule"``, or ``"race, start kept"``) where intune's end of search ran.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ def format_event(ev: dict) -> str:
         if str(ev.get("chosen_by", "")).endswith("tie rule"):
             looks += ("; tie rule: a config within the noise of the best with fewer knobs "
                       "at AUTOTUNE or a third less memory")
+        if ev.get("chosen_by") == "race, start kept":
+            looks += "; the start kept: the candidates' new looks read below it"
         head = f"[{ev['method']}] done after {ev['step']} steps, {ev.get('elapsed', 0):.1f}s: "
         if ev.get("status", "ok") != "ok":
             return f"{head}no config ran (every probe failed; the first: {ev['status']})"

@@ -146,6 +146,8 @@ def test_the_done_line_says_when_the_end_of_search_looks_chose_the_best():
     assert ("tie rule:" in line) == done["chosen_by"].endswith("tie rule")
     tied = format_event({**done, "chosen_by": "race, tie rule"})
     assert "tie rule: a config within the noise of the best" in tied
+    kept = format_event({**done, "chosen_by": "race, start kept"})
+    assert "the start kept" in kept and "the start kept" not in tied
     hill = []
     run_search(sim(1), "hillclimb", budget_s=15.0, progress=hill.append)
     assert "new look" not in format_event(hill[-1])

@@ -204,6 +204,20 @@ def test_the_race_takes_only_the_candidates_it_can_look_at_again():
     assert "best_mean" not in tr.outcome().extra
 
 
+def test_a_race_whose_candidates_read_below_the_start_keeps_the_start():
+    # 2 and 3 got in on lucky windows; their new looks (90, 95) read below the start's
+    # 100, which the race did not look at again: the start is kept, not 2's lucky 110.
+    looks = {1: [100], 2: [110, 90], 3: [105, 95]}
+    tr, env = _race(looks, steps=4)
+    assert env.order == [2, 3]
+    extra = tr.outcome().extra
+    assert tr.best is tr.start and extra["chosen_by"] == "race, start kept"
+    assert "best_mean" not in extra
+    # A candidate at the start's level or above is chosen as before.
+    tr, env = _race({1: [100], 2: [110, 90], 3: [105, 101]}, steps=4)
+    assert tr.best.config == {"map": 3} and tr.outcome().extra["chosen_by"] == "race"
+
+
 def test_a_walk_that_converged_early_races_its_candidates_round_by_round():
     looks = {1: [10], 2: [100, 60, 60, 60], 3: [95, 94, 94, 94], 4: [90, 89, 89, 89]}
     tr, env = _race(looks, steps=100)
