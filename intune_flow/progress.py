@@ -5,7 +5,8 @@ the app has configured it, else plainly to stderr.
 
 Events are dicts with at least ``event`` ("start", "measure", "rebase", "done"),
 ``method``, ``step``, ``config``, ``throughput``, ``best`` and ``status``; "done" also
-carries ``best_mean`` and ``best_looks`` when the end-of-search re-measure chose the best, and
+carries ``best_mean`` and ``best_looks`` when the end-of-search re-measure chose the best,
+``tie_broken`` when its tie rule did, and
 ``chosen_by`` (the rule that chose it: ``"race"``, ``"best window"``, either with
 ``", tie rule"``, or ``"race, start kept"``) where intune's end of search ran.
 """
@@ -26,6 +27,17 @@ def _fmt_config(config: dict, limit: int = 70) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _tie_reason(tie: dict) -> str:
+    """What the tie rule took the chosen config for (its ``tie_broken`` note)."""
+    if "chosen_pool_threads" in tie:
+        return (f"fewer pool threads on a busy CPU ({tie['chosen_pool_threads']:g}, not "
+                f"{tie['instead_pool_threads']:g})")
+    if "chosen_rss" in tie:
+        return (f"at most two thirds of the memory ({tie['chosen_rss'] / 2**20:,.0f} MiB, "
+                f"not {tie['instead_rss'] / 2**20:,.0f} MiB)")
+    return "fewer knobs at AUTOTUNE"
+
+
 def format_event(ev: dict) -> str:
     """One human line for an event."""
     if ev["event"] == "start":
@@ -38,8 +50,8 @@ def format_event(ev: dict) -> str:
         looks = (f"; chosen on {ev['best_looks']} new look(s) averaging {ev['best_mean']:,.0f}/s"
                  if ev.get("best_looks") else "")
         if str(ev.get("chosen_by", "")).endswith("tie rule"):
-            looks += ("; tie rule: a config within the noise of the best with fewer knobs "
-                      "at AUTOTUNE or a third less memory")
+            looks += ("; tie rule: a config within the noise of the best with "
+                      + _tie_reason(ev.get("tie_broken") or {}))
         if ev.get("chosen_by") == "race, start kept":
             looks += "; the start kept: the candidates' new looks read below it"
         head = f"[{ev['method']}] done after {ev['step']} steps, {ev.get('elapsed', 0):.1f}s: "

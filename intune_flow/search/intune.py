@@ -453,7 +453,7 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
             tr.note("chosen_by", "race, start kept")
         return
     if mean < top_mean:
-        tr.note("tie_broken", {"autotuned_mean": top_mean, "chosen_mean": mean, **lean})
+        tr.note("tie_broken", {"top_mean": top_mean, "chosen_mean": mean, **lean})
     tr.note("chosen_by", "race, tie rule" if mean < top_mean else "race")
     tr.set_best(start if is_start else max(ms, key=lambda x: x.throughput))
     tr.note("best_mean", mean)
@@ -486,7 +486,7 @@ def _tie_unraced(tr: Tracker, seen, tie: float) -> None:
     tr.note("chosen_by", "best window")
     if chosen is not top:
         tr.set_best(chosen)
-        tr.note("tie_broken", {"autotuned_best": top.throughput,
+        tr.note("tie_broken", {"top_best": top.throughput,
                                "chosen_best": chosen.throughput, **lean})
         tr.note("chosen_by", "best window, tie rule")
 

@@ -215,8 +215,8 @@ class Tracker:
 
     def outcome(self, policy_state=None) -> SearchOutcome:
         """The search's result; its ``extra`` holds the notes."""
-        looks = {k: self._notes[k] for k in ("best_mean", "best_looks", "chosen_by")
-                 if k in self._notes}
+        looks = {k: self._notes[k] for k in ("best_mean", "best_looks", "chosen_by",
+                                             "tie_broken") if k in self._notes}
         self.emit("done", self.best, stopped=self.stopped, **looks)
         return SearchOutcome(best=self.best, start=self.start, history=list(self._history),
                              policy_state=policy_state, steps=self.steps, seconds=self.elapsed(),

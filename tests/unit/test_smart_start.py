@@ -273,7 +273,7 @@ def test_on_a_tie_the_race_keeps_the_config_that_hands_fewer_knobs_to_autotune()
     looks = {1: [10], 8: [100, 97.5], -1: [101, 100]}
     chosen, extra = race(looks, tie=0.05)
     assert chosen == 8 and extra["best_mean"] == 97.5
-    assert extra["tie_broken"] == {"autotuned_mean": 100, "chosen_mean": 97.5}
+    assert extra["tie_broken"] == {"top_mean": 100, "chosen_mean": 97.5}
     assert extra["chosen_by"] == "race, tie rule"
     # ...without a tie rule, or beyond it, the higher mean wins.
     assert race(looks, tie=0.0)[0] == -1
@@ -308,7 +308,7 @@ def test_on_a_tie_the_race_keeps_the_config_that_holds_far_less_memory():
     looks = {1: [10], 8: [100, 100], 3: [99, 98]}
     chosen, extra = race(looks, tie=0.05)
     assert chosen == 3 and extra["best_mean"] == 98
-    assert extra["tie_broken"] == {"autotuned_mean": 100, "chosen_mean": 98,
+    assert extra["tie_broken"] == {"top_mean": 100, "chosen_mean": 98,
                                    "chosen_rss": 3 << 30, "instead_rss": 8 << 30}
     assert extra["chosen_by"] == "race, tie rule"
     # Without a tie rule, or beyond it, the faster; 6 workers hold 3/4 of 8's: not lean.
@@ -338,7 +338,7 @@ def test_where_no_race_fits_the_tie_rule_reads_the_best_windows():
 
     looks = {1: [10], 8: [98], -1: [101], 4: [99]}
     chosen, extra = unraced(looks, tie=0.05)   # 8 and 4 tie AUTOTUNE: the higher one is kept
-    assert chosen == 4 and extra["tie_broken"] == {"autotuned_best": 101, "chosen_best": 99}
+    assert chosen == 4 and extra["tie_broken"] == {"top_best": 101, "chosen_best": 99}
     assert extra["chosen_by"] == "best window, tie rule"
     assert unraced(looks, tie=0.0)[0] == -1
     chosen, extra = unraced({1: [10], 8: [90], -1: [101], 4: [80]}, tie=0.05)
@@ -959,7 +959,7 @@ def test_on_a_tie_the_race_keeps_the_config_whose_pool_holds_fewer_threads():
 
     chosen, extra = race({1: 10.0, 8: 104.0, 3: 100.0}, tie=0.05)
     assert chosen == 3 and extra["chosen_by"] == "race, tie rule"
-    assert extra["tie_broken"] == {"autotuned_mean": 104.0, "chosen_mean": 100.0,
+    assert extra["tie_broken"] == {"top_mean": 104.0, "chosen_mean": 100.0,
                                    "chosen_pool_threads": 3.0, "instead_pool_threads": 8.0}
     assert race({1: 10.0, 8: 104.0, 3: 100.0}, tie=0.02)[0] == 8      # beyond the tie
     assert race({1: 10.0, 8: 100.0, 3: 104.0}, tie=0.05)[1].get("tie_broken") is None
