@@ -341,12 +341,15 @@ def _refuse_extra(kind: str, name, extra: tuple, unknown: dict) -> None:
                         "min=, default=)")
 
 
-def at_their_max(space, config: dict, implicit=(), contended: bool = False) -> list[str]:
+def at_their_max(space, config: dict, implicit=(), contended: bool = False,
+                 idle=()) -> list[str]:
     """A warning per declared thread knob the search left at its ``max``: the bound, not the
     pipeline, may have stopped it (an I/O-bound read can use hundreds of calls). For configs
     that left the CPU room: on a busy CPU more calls only take turns. ``contended``: other
     processes kept the CPU busy (this one did not), so the warning says the CPU may be what
-    held the search: calls that wait would still use more, calls that compute would not."""
+    held the search: calls that wait would still use more, calls that compute would not.
+    ``idle``: knobs whose calls something else held (16 map calls on a pool of 3 threads,
+    read as not all busy), which more calls would not help."""
     doubt = (" (other processes kept the CPU busy while it was measured: if its calls "
              "compute rather than wait, the CPU, not the bound, may be what held it)"
              if contended else "")
@@ -354,4 +357,4 @@ def at_their_max(space, config: dict, implicit=(), contended: bool = False) -> l
             f"the pipeline can use more, raise the bound in the factory "
             f"(knobs.{k.kind}({k.name!r}, max=...)) and tune again{doubt}"
             for k in space if k.kind in THREAD_KINDS and k.name not in implicit
-            and k.max > k.min and config.get(k.name) == k.max]
+            and k.name not in idle and k.max > k.min and config.get(k.name) == k.max]

@@ -113,6 +113,41 @@ def test_declared_thread_knobs_tuned_to_their_max_are_named_with_the_fix():
     assert not any("other processes" in w for w in out)
 
 
+def test_a_knob_at_its_max_whose_calls_were_not_all_busy_is_not_named():
+    # README-only trial 70: 16 parse and 16 feature calls on a pool of 3 threads were named
+    # ("raise the bound") though the pool held them; their stage signals read them idle.
+    from types import SimpleNamespace
+
+    from intune_flow.measurement import Measurement
+    from intune_flow.result import TuneResult
+    from intune_flow.tune import TuningRun
+
+    space = KnobSpace((Knob("read", "parallelism", 1, 8, 1), Knob("parse", "parallelism", 1, 16, 1),
+                       Knob("threadpool", "threads", 1, 256, 1)))
+    config = {"read": 8, "parse": 16, "threadpool": 3}
+    assert len(at_their_max(space, config, ("threadpool",))) == 2
+    assert [w[:12] for w in at_their_max(space, config, ("threadpool",), idle=["parse"])] == \
+        ["knob 'read' "]
+    run = SimpleNamespace(description=SimpleNamespace(space=space, implicit=("threadpool",)),
+                          cpu_budget=2)
+
+    def named(signals, pool=3):
+        cfg = {**config, "threadpool": pool}
+        m = Measurement(config=cfg, throughput=1.0, cpu_util=0.7, stage_signals=signals)
+        result = TuneResult(config=cfg, throughput=1.0)
+        TuningRun._warn_at_max(run, result, m)
+        return sorted(w.split("'")[1] for w in result.warnings)
+
+    # The interleave has no signal (not timed): named; parse's 3 of 16 calls busy: not.
+    assert named({"parse": 3 / 16, "threadpool": 1.0}) == ["read"]
+    assert named({"parse": 3 / 16, "threadpool": 1.0}, pool=AUTOTUNE) == ["read"]  # 2 cores
+    assert named({"parse": 0.95, "threadpool": 1.0}) == ["parse", "read"]
+    assert named({}) == ["parse", "read"]
+    # On a pool as large as its calls a low share is not the pool's doing (the signal
+    # under-reads CPU-bound maps of many small ops): named.
+    assert named({"parse": 0.1, "threadpool": 0.2}, pool=16) == ["parse", "read"]
+
+
 def test_a_config_built_by_hand_with_a_misspelled_knob_warns_and_names_it():
     import warnings
 
