@@ -367,8 +367,9 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
     one of the candidates; where it was not, the start is kept (``chosen_by`` "race, start
     kept"): the start's window is one draw like the new looks, not the luckiest of several,
     and the best window the race just looked at again is its candidates' luck (a
-    ``py_function`` pipeline's 60 s search returned a config whose best window read 5,278
-    records/s and its new look 4,832, over the start's 5,145: 0.85 of the best known).
+    ``py_function`` pipeline's 60 s search, its budget spent after one new look, returned
+    a config on its best window of 5,278 records/s though that look read 4,832 and the
+    start's window 5,145).
 
     The tie rule: a set value runs as it was measured, while AUTOTUNE re-decides in every
     run, so a config that handed knobs to it and won within the noise (``tie``, the walk's
