@@ -446,8 +446,9 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
     top_mean = max(t[0] for t in compared)
     (mean, ms, new), lean = _tie_rule(compared, lambda t: t[0], lambda t: t[1], tie, tr.env)
     start = tr.start
-    is_start = config_key(ms[0].config) == config_key(start.config)
-    start_raced = any(config_key(c[2][0].config) == config_key(start.config) for c in compared)
+    start_key = config_key(start.config)
+    is_start = config_key(ms[0].config) == start_key
+    start_raced = any(config_key(c[1][0].config) == start_key for c in compared)
     if not is_start and start.ok and mean < start.throughput:
         if not start_raced and not tr.rebased_at:
             tr.set_best(start)
