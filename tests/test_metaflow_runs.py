@@ -110,6 +110,17 @@ def test_bad_attributes_fail_at_flow_build(mf_env, spec, message):
     assert message in proc.stdout + proc.stderr
 
 
+def test_a_misspelled_attribute_in_the_flow_source_stops_the_flow_with_a_message(mf_env):
+    # Refused as the class is defined, it was a bare traceback; step_init raises it instead.
+    proc = subprocess.run([sys.executable, "misspelled_flow.py", "show"], env=mf_env, cwd=HERE,
+                          capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "step 'train': @intune does not take 'budget' (did you mean 'budget' -> " \
+           "'budget_s'?)" in out
+    assert "Traceback" not in out
+
+
 # -- real runs ----------------------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.flow(minutes=1)

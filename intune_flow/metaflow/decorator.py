@@ -76,16 +76,23 @@ class IntuneDecorator(StepDecorator):
     defaults = dict(DEFAULTS)
 
     def __init__(self, attributes=None, *args, **kwargs):
-        # Metaflow's own refusal lists the attributes but names no near miss (budget -> budget_s)
+        # Metaflow's own refusal lists the attributes but names no near miss (budget -> budget_s).
+        # Raised here, as the flow's class is defined, it would be a bare traceback: it waits
+        # for step_init, where Metaflow prints it as a message.
+        self._refused = None
         try:
             given = [k for k in attributes or {} if not k.startswith(UNPACK_KEY)]
             TuneOptions.refuse_unknown(given, surface="metaflow", where=WHERE)
         except ConfigurationError as exc:
-            raise IntuneDecoratorException(str(exc)) from None
+            self._refused = str(exc)
+            attributes = {k: v for k, v in attributes.items()
+                          if k in self.defaults or k.startswith(UNPACK_KEY)}
         super().__init__(attributes, *args, **kwargs)
 
     def step_init(self, flow, graph, step_name, decorators, environment, flow_datastore, logger):
         self.step_name = step_name
+        if self._refused:
+            raise IntuneDecoratorException(f"{self._where}: {self._refused}")
         self.settings: TuneOptions = self._parse(build_time_values(self.attributes))
         self.resource_cpu, self.resource_ram = resource_budgets(decorators)
         self.datastore_type = getattr(flow_datastore, "TYPE", None)
@@ -235,11 +242,13 @@ class IntuneDecorator(StepDecorator):
 
     def _tune(self, cpu, ram, cache):
         """Run ``intune_flow.tune`` on this machine; a configuration error stops the step."""
+        from ..cache import default_cache_uri
         from ..tune import tune
 
         s = self.settings
         _log(f"tuning {s.pipeline_name} (budget {s.budget_s:g} s, method {s.method}, "
-             f"cpu budget {cpu if cpu is not None else 'auto'}, cache {cache or 'local default'})")
+             f"cpu budget {cpu if cpu is not None else 'auto'}, "
+             f"cache {cache or default_cache_uri()})")
         try:
             result = tune(s.pipeline, **{**s.tune_kwargs(), "cpu_budget": cpu,
                                          "ram_budget": ram, "cache": cache,
