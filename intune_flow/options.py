@@ -53,8 +53,9 @@ class TuneOptions:
                                           'Pipeline')
     budget_s: float = arg(60.0, "seconds", "seconds a cold search may spend measuring (warm "
                                            "starts use a quarter, at least 5 s)", example=60)
-    cache: Any = arg(None, "cache", "a directory, s3://bucket/prefix, memory://name or a Cache "
-                                    "(default: $INTUNE_FLOW_CACHE, else the user cache dir)")
+    cache: Any = arg(None, "cache", "a directory, s3://bucket/prefix or memory://name (in "
+                                    "Python also a Cache object; default: $INTUNE_FLOW_CACHE, "
+                                    "else the user cache dir)")
     cpu_budget: float | None = arg(None, "cores", "cores the pipeline may use (default: what "
                                                   "this process may use)", example=2)
     ram_budget: int | None = arg(None, "bytes", 'bytes or a size such as "4GiB" (default: '

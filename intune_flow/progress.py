@@ -22,7 +22,8 @@ log = logging.getLogger("intune_flow.search")
 Progress = Callable[[dict], None]
 
 
-def _fmt_config(config: dict, limit: int = 70) -> str:
+def fmt_config(config: dict, limit: int = 70) -> str:
+    """``config`` as ``knob=value`` words, cut to ``limit`` characters."""
     text = " ".join(f"{k}={v}" for k, v in config.items())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -43,7 +44,7 @@ def format_event(ev: dict) -> str:
     if ev["event"] == "start":
         budget = f", budget {ev['budget_s']:g} s" if ev.get("budget_s") else ""
         return (f"[{ev['method']}] start{budget}: measuring the start config "
-                f"{_fmt_config(ev.get('config', {}))}")
+                f"{fmt_config(ev.get('config', {}))}")
     if ev["event"] == "done":
         # After the end-of-search re-measure the best is the winner of those new looks, not
         # the highest window of the steps above: say so, with what the looks averaged.
@@ -58,11 +59,11 @@ def format_event(ev: dict) -> str:
         if ev.get("status", "ok") != "ok":
             return f"{head}no config ran (every probe failed; the first: {ev['status']})"
         return (f"{head}best {ev['best']:,.0f}/s ({ev.get('stopped', '')}{looks}) "
-                f"{_fmt_config(ev['config'])}")
+                f"{fmt_config(ev['config'])}")
     status = "" if ev.get("status", "ok") == "ok" else f" [{ev['status']}]"
     return (f"[{ev['method']}] step {ev['step']:>3} {ev.get('elapsed', 0):6.1f}s  "
             f"{ev.get('throughput', 0):>12,.0f}/s{status}  best {ev.get('best', 0):>12,.0f}/s  "
-            f"{_fmt_config(ev.get('config', {}))}")
+            f"{fmt_config(ev.get('config', {}))}")
 
 
 class TerminalLine:

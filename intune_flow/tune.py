@@ -38,8 +38,9 @@ from .errors import FactoryError, KnobError, TuningError, describe_error
 from .agent.moves import BUSY_CPU, pool_threads
 from .agent.signals import SATURATED, trusted_signals
 from .knobs import at_their_max
-from .measurement import Measurement
+from .measurement import STATUS_EMPTY, STATUS_ERROR, STATUS_TIMEOUT, Measurement
 from .options import TuneOptions
+from .progress import fmt_config
 from .resources import hardware_class
 from .search import SEARCHING, run_search
 from .result import TuneResult, portable_kwargs
@@ -403,6 +404,7 @@ class TuningRun:
         if self.options.method not in SEARCHING:
             return result, intent
         self._warn_at_max(result, best)
+        _warn_failed(result, outcome.history)
         doubt = self.policy.doubted(best, confirm)
         if doubt:
             _warn(result, doubt)
@@ -618,6 +620,20 @@ def _warn(result: TuneResult, msg: str) -> None:
     the run logged."""
     log.warning(msg)
     result.warnings.append(msg)
+
+
+def _warn_failed(result: TuneResult, history) -> None:
+    """Warn of the configs a search measured that raised, hung or ran empty: the search
+    steers away from them, so the result does not show them (README-only trial 71: a
+    factory that refused 8 lookups left only a status in ``result.history``)."""
+    failed = [m for m in history if m.status in (STATUS_ERROR, STATUS_TIMEOUT, STATUS_EMPTY)]
+    if failed:
+        first = failed[0]
+        _warn(result, f"{len(failed)} of the {len(history)} configs this search measured "
+                      f"failed (the first, {fmt_config(first.config)}: {first.status}: "
+                      f"{first.error}); the returned config ran, but where a knob's value "
+                      "causes it, bound that knob (max=, min=) so the search stays where "
+                      "the pipeline works")
 
 
 def _share_note(source: str, policy: TuningPolicy) -> str:

@@ -299,3 +299,36 @@ def test_a_search_whose_confirming_probe_reads_far_lower_warns(cache):
     r = _run(low, MemoryCache())
     assert any("confirming probe of the chosen config read" in w for w in r.warnings), \
         r.warnings
+
+
+def test_configs_that_failed_during_the_search_are_named_in_the_warnings(target, cache):
+    # README-only trial 71: a factory that refused more lookups than a cap (ValueError) left
+    # only a status in result.history; the search steers away, the user was not told.
+    from intune_flow.measurement import Measurement
+
+    assert not any("configs this search measured failed" in w for w in _run(target, cache).warnings)
+    knob = next(k.name for k in target.sim.space if k.kind == "parallelism")
+    made, cap = target.make_env, {}
+
+    def capped(**kw):
+        env = made(**kw)
+        real = env.measure
+
+        def measure(config, **kw2):
+            cap.setdefault("at", config[knob])     # the start's value runs
+            if config[knob] > cap["at"]:
+                env._advance(0.5)
+                return Measurement(config=dict(config), status="error", seconds=0.5,
+                                   error="ValueError: connection cap exceeded")
+            return real(config, **kw2)
+
+        env.measure = measure
+        return env
+
+    target.make_env = capped
+    r = _run(target, MemoryCache())
+    failed = [m for m in r.history if m.status == "error"]
+    assert r.source == "tuned" and failed and r.config[knob] <= cap["at"]
+    said = [w for w in r.warnings if "configs this search measured failed" in w]
+    assert len(said) == 1 and f"{len(failed)} of the" in said[0]
+    assert "connection cap exceeded" in said[0] and "bound that knob" in said[0]
