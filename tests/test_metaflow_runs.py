@@ -110,10 +110,18 @@ def test_bad_attributes_fail_at_flow_build(mf_env, spec, message):
     assert message in proc.stdout + proc.stderr
 
 
-def test_a_misspelled_attribute_in_the_flow_source_stops_the_flow_with_a_message(mf_env):
+def test_a_misspelled_attribute_in_the_flow_source_stops_the_flow_with_a_message(mf_env, tmp_path):
     # Refused as the class is defined, it was a bare traceback; step_init raises it instead.
-    proc = subprocess.run([sys.executable, "misspelled_flow.py", "show"], env=mf_env, cwd=HERE,
-                          capture_output=True, text=True, timeout=300)
+    source = (HERE / "plain_flow.py").read_text()
+    source = source.replace("from metaflow import FlowSpec, current, step",
+                            "from metaflow import FlowSpec, current, intune, step")
+    source = source.replace("    @step\n    def train(",
+                            '    @intune(pipeline="tiny_pipelines:tiny_pipeline", budget=5)\n'
+                            "    @step\n    def train(")
+    assert "budget=5" in source and ", intune," in source
+    (tmp_path / "misspelled_flow.py").write_text(source)
+    proc = subprocess.run([sys.executable, "misspelled_flow.py", "show"], env=mf_env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "step 'train': @intune does not take 'budget' (did you mean 'budget' -> " \
