@@ -424,7 +424,7 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
     challenger = None
     if cut is not None and all(config_key(c) != cut_key for c, _ in top):
         top.append((cut, seen.get(cut_key, [])))
-        challenger = len(top) - 1
+        challenger = cut_key
     if len(top) < 2:
         _tie_unraced(tr, seen.values(), tie)
         return
@@ -444,14 +444,15 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
                     failed.add(i)
     except BudgetSpent:
         pass
-    compared = [(sum(x.throughput for x in new) / len(new), top[i][1] + new, new, i)
+    compared = [(sum(x.throughput for x in new) / len(new), top[i][1] + new, new)
                 for i, new in enumerate(looks) if new and i not in failed]
     if not compared:
         return
     top_mean = max(t[0] for t in compared)
     # The cut pool joins as a challenger: it takes the race by leading it, not on a tie.
-    tiable = [t for t in compared if t[3] != challenger or t[0] == top_mean]
-    (mean, ms, new, _), lean = _tie_rule(tiable, lambda t: t[0], lambda t: t[1], tie, tr.env)
+    tiable = [t for t in compared
+              if config_key(t[1][0].config) != challenger or t[0] == top_mean]
+    (mean, ms, new), lean = _tie_rule(tiable, lambda t: t[0], lambda t: t[1], tie, tr.env)
     start = tr.start
     start_key = config_key(start.config)
     is_start = config_key(ms[0].config) == start_key
