@@ -54,6 +54,14 @@ class Measurement:
             return 0.0
         return max(0.0, self.machine_busy - self.cpu_util)
 
+    @property
+    def own_share(self) -> float:
+        """This process's ``cpu_util`` as a share of the CPU budget other processes left it
+        (``cpu_util`` where they left all of it, or it is not known): on a CPU others hold a
+        quarter of, a pipeline that keeps the rest busy is CPU-bound, not waiting."""
+        free = 1.0 - self.others_busy
+        return min(1.0, self.cpu_util / free) if free > 0 else 1.0
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -309,9 +309,14 @@ def _autotune_busy(tr: Tracker, env, walk: Walk) -> bool | None:
     read (the generality suite's ``shuffle_cache``) put AUTOTUNE at 0.86 in one search and
     just under 0.8 in another, which then kept a pool of 8 threads on 2 cores: 35,200
     records/s against 45,000 on 3 (``python -m benchmarks.generality --cases shuffle_cache
-    --compare ...``, 2026-12-05 22:17 UTC)."""
+    --compare ...``, 2026-12-05 22:17 UTC).
+
+    Its share is of the CPU other processes left it (:attr:`Measurement.own_share`): the
+    suite's ``interleave``, measured while others held a quarter of the CPU, put AUTOTUNE at
+    0.64 of the CPU with 0.89 busy; read as idle, that kept the scaling's 32-thread pool,
+    0.65 of the best known at 20 s (full run of 0d2e094, 14:00 UTC 2026-12-06)."""
     auto = config_key(env.space.autotune())
-    looks = [m.cpu_util for m in tr.history if m.ok and config_key(m.config) == auto]
+    looks = [m.own_share for m in tr.history if m.ok and config_key(m.config) == auto]
     if not looks:
         return None
     return max(looks) >= BUSY_CPU * (1 - walk.plateau)

@@ -2,6 +2,7 @@
 heuristics leaving a handed-over knob alone, and the baselines sampling AUTOTUNE."""
 
 import numpy as np
+import pytest
 
 from intune_flow.agent.moves import halved, hybrid_autotune, rescaled, scaled
 from intune_flow.agent.observation import AUTO, action_index, encode
@@ -375,6 +376,32 @@ def test_autotune_within_the_noise_of_a_busy_cpu_counts_as_busy():
     assert busy(0.79, plateau=0.0) is False
     assert busy(0.5, plateau=0.08) is False
     assert _autotune_busy(SimpleNamespace(history=[]), env, SimpleNamespace(plateau=0.05)) is None
+
+
+def test_autotune_that_keeps_busy_the_cpu_other_processes_left_counts_as_busy():
+    """The generality suite's interleave at 20 s: all-AUTOTUNE read 0.64 of the CPU while
+    the machine was 0.89 busy (others held a quarter); read as idle, the warm-up kept the
+    scaling's 32-thread pool (0.65 of the best known). A stage that waits leaves the CPU
+    others left it idle, contended or not, and stays not busy."""
+    from types import SimpleNamespace
+
+    from intune_flow.measurement import Measurement
+    from intune_flow.search.intune import _autotune_busy
+
+    space = KnobSpace((Knob("map", "parallelism", 1, 8, 1), Knob("pool", "threads", 1, 64, 2)))
+    env = SimpleNamespace(space=space)
+
+    def busy(cpu, machine):
+        auto = Measurement(config=space.autotune(), throughput=1.0, cpu_util=cpu,
+                           machine_busy=machine)
+        return _autotune_busy(SimpleNamespace(history=[auto]), env,
+                              SimpleNamespace(plateau=0.02))
+
+    assert busy(0.64, machine=0.89) is True
+    assert busy(0.64, machine=0.66) is False     # alone on the CPU: a third of it idle
+    assert busy(0.10, machine=0.50) is False     # others hold 40%, half the rest idle
+    assert busy(0.64, machine=None) is False
+    assert Measurement(config={}, cpu_util=0.3, machine_busy=1.0).own_share == pytest.approx(1.0)
 
 
 def _pinned_read_pipeline(cores=4):
