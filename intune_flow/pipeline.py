@@ -69,9 +69,11 @@ def _import_ref(ref: str) -> Callable:
         except AttributeError:
             names = sorted(n for n in dir(module) if not n.startswith("_")
                            and callable(getattr(module, n)))
+            where = getattr(module, "__file__", None) or "a built-in module"
             raise PipelineError(f"module {module_name!r} has no attribute {attr!r}"
                                 f"{did_you_mean([attr], names)}; callables there: {names}"
-                                f"{_shadowed(module)}") from None
+                                f"{_shadowed(module) or f' (the module imported from {where})'}"
+                                ) from None
     return obj
 
 
@@ -554,9 +556,17 @@ def apply_config(ds, config: Mapping[str, int]):
         raise PipelineError(f"apply_config needs a {adapters.SUPPORTED}, got "
                             f"{type(ds).__module__}.{type(ds).__qualname__}")
     offered = [k.name for k in adapter.implicit_knobs(ds)]
-    for name, meant in near_misses([n for n in config if n not in offered], offered,
-                                   cutoff=0.8).items():
-        if meant not in config:
+    withheld = [k.name for k in adapter.implicit_knobs() if k.name not in offered]
+    meant_by = near_misses([n for n in config if n not in offered], offered + withheld,
+                           cutoff=0.8)
+    meant_by.update({n: n for n in config if n in withheld})
+    for name, meant in meant_by.items():
+        if meant in withheld:
+            own = ", ".join(f"{o} {v}" for o, v in adapter.own_options(ds).items())
+            warnings.warn(f"apply_config: config key {name!r} is not applied: the dataset "
+                          f"sets its own {own}, which intune_flow never overrides; the "
+                          "factory's own knob sizes it", stacklevel=2)
+        elif meant not in config:
             warnings.warn(f"apply_config: config key {name!r} is not applied; did you mean "
                           f"{meant!r}? (intune_flow applies {meant!r} itself)", stacklevel=2)
     implicit = tuple(n for n in offered if n in config)

@@ -210,11 +210,14 @@ def test_a_module_shadowed_by_one_of_the_same_name_is_named_with_where_it_came_f
     msg = str(info.value)
     assert "has no attribute 'make'" in msg and "shadowed" in msg and "rename it" in msg
     assert str(tmp_path / "json.py") in msg
-    # Without a file of that name here, the message stays as it was.
+    # Without a file of that name here, the message only says where the module came from
+    # (README-only trial 72: a record's ref to a module since renamed found the stdlib's).
     (tmp_path / "json.py").unlink()
     with pytest.raises(PipelineError) as info:
         Pipeline.load("json:make")
+    import json
     assert "shadowed" not in str(info.value)
+    assert f"(the module imported from {json.__file__})" in str(info.value)
 
 
 def test_reference_imports_from_working_directory(tmp_path, monkeypatch):
@@ -353,6 +356,26 @@ def test_apply_config_warns_of_a_key_that_misspells_what_it_applies():
                                          r"mean 'threadpool'\?"):
         out = intune_flow.apply_config(ds, {"thread_pool": 32})
     assert out.options().threading.private_threadpool_size in (None, 0)
+
+
+def test_apply_config_says_a_threadpool_key_is_not_applied_over_the_datasets_own_pool():
+    """README-only trial 72: a factory that sets its own pool has no 'threadpool' knob, and
+    apply_config dropped a 'threadpool' (or 'thread_pool') key without a word."""
+    import warnings
+
+    import intune_flow
+
+    options = tf.data.Options()
+    options.threading.private_threadpool_size = 24
+    ds = tf.data.Dataset.range(10).batch(2).with_options(options)
+    for key in ("threadpool", "thread_pool"):
+        with pytest.warns(UserWarning, match=rf"config key '{key}' is not applied: the dataset "
+                                             r"sets its own private_threadpool_size 24"):
+            out = intune_flow.apply_config(ds, {key: 8})
+        assert out.options().threading.private_threadpool_size == 24
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        intune_flow.apply_config(ds, {"pool": 8})    # the factory's own knob: nothing to say
 
 
 def _no_knobs_declared(knobs):
