@@ -560,12 +560,14 @@ def apply_config(ds, config: Mapping[str, int]):
     meant_by = near_misses([n for n in config if n not in offered], offered + withheld,
                            cutoff=0.8)
     meant_by.update({n: n for n in config if n in withheld})
+    own = adapter.own_options(ds)
     for name, meant in meant_by.items():
         if meant in withheld:
-            own = ", ".join(f"{o} {v}" for o, v in adapter.own_options(ds).items())
-            warnings.warn(f"apply_config: config key {name!r} is not applied: the dataset "
-                          f"sets its own {own}, which intune_flow never overrides; the "
-                          "factory's own knob sizes it", stacklevel=2)
+            if config[name] not in own.values():    # else a factory knob of that name set it
+                held = ", ".join(f"{o} {v}" for o, v in own.items())
+                warnings.warn(f"apply_config: config key {name!r} is not applied: the "
+                              f"dataset sets its own {held}, which intune_flow never "
+                              "overrides; the factory's own knob sizes it", stacklevel=2)
         elif meant not in config:
             warnings.warn(f"apply_config: config key {name!r} is not applied; did you mean "
                           f"{meant!r}? (intune_flow applies {meant!r} itself)", stacklevel=2)

@@ -376,6 +376,8 @@ def test_apply_config_says_a_threadpool_key_is_not_applied_over_the_datasets_own
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         intune_flow.apply_config(ds, {"pool": 8})    # the factory's own knob: nothing to say
+        # A factory knob named 'threadpool' that set the pool: the key is what the pool holds.
+        intune_flow.apply_config(ds, {"threadpool": 24})
 
 
 def _no_knobs_declared(knobs):
