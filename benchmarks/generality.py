@@ -3,6 +3,7 @@
     python -m benchmarks.generality           # full: 5 repeats, a 120 s hill-climb per pipeline
     python -m benchmarks.generality --quick   # 3 repeats, grid only; into results/quick/
     python -m benchmarks.generality --cases two_maps,dataloader --budgets 20
+    python -m benchmarks.generality --cases interleave --budgets 20 --cpu-load 0.25
     python -m benchmarks.generality --cases mixed_sources \
         --compare '{"pool3": {"threadpool": 3}, "pool8": {"threadpool": 8}}'
 
@@ -19,7 +20,9 @@ median among them. Targets (reported, not asserted): at 60 s >= 0.95 of the best
 Writes benchmarks/results/generality.{json,md,png} and refreshes the README's table.
 ``--compare`` measures only the named configs (knobs left out at the factory's defaults) side
 by side, interleaved, on each case, and writes generality_compare.{json,md}: the figures a
-change to the tuner starts from.
+change to the tuner starts from. ``--cpu-load SHARE`` runs each ``tune()`` while other
+processes keep that share of the CPU busy (:mod:`benchmarks.cpu_load`: a shared machine, made
+repeatable); the grid, the long search and the side-by-side measurement run without it.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from pathlib import Path
 
 from . import common
 from .common import RESULTS, interleaved, machine, md_table, summary
+from .cpu_load import cpu_load as load_cpu
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 START, END = "<!-- generality:start -->", "<!-- generality:end -->"
@@ -83,10 +87,11 @@ def case_ram_budget(case, pipeline) -> int | None:
 
 
 def run_case(case, kwargs: dict, *, budgets, repeats: int, window_s: float,
-             long_budget_s: float, seed: int = 0, log=print) -> dict:
+             long_budget_s: float, seed: int = 0, cpu_load: float = 0.0, log=print) -> dict:
     from intune_flow import tune
     from intune_flow.pipeline import Pipeline
     from intune_flow.real_env import PipelineEnv
+    from intune_flow.resources import usable_cpus
     from intune_flow.search import run_search
 
     pipeline = Pipeline.load(case.factory, **kwargs)
@@ -108,8 +113,9 @@ def run_case(case, kwargs: dict, *, budgets, repeats: int, window_s: float,
                 if ev["event"] == "done":
                     done.update(ev)
 
-            res = tune(case.factory, budget_s=budget, cache=cache, pipeline_kwargs=kwargs,
-                       ram_budget=ram(), seed=seed, progress=on_event)
+            with load_cpu(cpu_load, usable_cpus()):
+                res = tune(case.factory, budget_s=budget, cache=cache, pipeline_kwargs=kwargs,
+                           ram_budget=ram(), seed=seed, progress=on_event)
             picks[f"tune{budget:g}"] = {"config": dict(res.config), "source": res.source,
                                         "tuning_seconds": round(res.tuning_seconds, 1),
                                         "wall_seconds": round(time.perf_counter() - t0, 1),
@@ -269,6 +275,10 @@ def render(data: dict) -> str:
     noise = common.noise_sentence(meta, data["cases"])
     if noise:
         head += [noise, ""]
+    if meta.get("cpu_load"):
+        head += [f"Each tune() ran while other processes kept {meta['cpu_load']:.0%} of the CPU "
+                 "busy (`--cpu-load`); the configs were measured side by side without them.",
+                 ""]
     table = md_table(["pipeline", "shape", "AUTOTUNE", *(f"tune {b:g} s" for b in budgets),
                       f"tune {budgets[-1]:g} s / AUTOTUNE", "best known", "targets"], rows)
     plot_path = "benchmarks/results/" + ("quick/" if meta["mode"] == "quick" else "")
@@ -346,10 +356,18 @@ def main(argv=None) -> int:
     ap.add_argument("--long-budget-s", type=float, default=None)
     ap.add_argument("--out", default=None, help="output directory (default: the mode's)")
     ap.add_argument("--no-readme", action="store_true", help="do not refresh README.md")
+    ap.add_argument("--cpu-load", type=float, default=0.0, metavar="SHARE",
+                    help="run each tune() while other processes keep this share (0..1) of the "
+                         "CPU busy; the side-by-side measurement runs without it")
     ap.add_argument("--compare", default=None, metavar="JSON",
                     help='only measure these configs side by side: {"name": {"knob": 4}, ...}, '
                          "knobs left out at the factory's defaults (AUTOTUNE: -1)")
     args = ap.parse_args(argv)
+    if not 0 <= args.cpu_load < 1:
+        ap.error(f"--cpu-load must be a share of the CPU in [0, 1), got {args.cpu_load:g}; "
+                 "e.g. --cpu-load 0.25")
+    if args.cpu_load and args.compare is not None:
+        ap.error("--cpu-load loads the CPU while tune() runs; --compare runs no tune()")
     # DataLoader warns at every build with more workers than cores: what the knob explores.
     warnings.filterwarnings("ignore", message="This DataLoader will create")
     mode = "quick" if args.quick else "full"
@@ -375,7 +393,8 @@ def main(argv=None) -> int:
     try:
         kwargs = prepare(root, names)
         if compare is None:
-            cases = [run_case(CASES[n], kwargs[n], **cfg) for n in names]
+            cases = [run_case(CASES[n], kwargs[n], cpu_load=args.cpu_load, **cfg)
+                     for n in names]
         else:
             pipelines, full = {}, {}
             for n in names:     # every config checked before anything is measured
@@ -393,7 +412,8 @@ def main(argv=None) -> int:
     data = {"meta": {"mode": mode, **cfg, "budgets": list(cfg["budgets"]),
                      "machine": machine(), "command": command.strip(),
                      "wall_s": round(time.time() - t0, 1),
-                     "steal_share": common.steal_share(cpu0, common.cpu_times())},
+                     "steal_share": common.steal_share(cpu0, common.cpu_times()),
+                     "cpu_load": args.cpu_load},
             "cases": cases}
     if compare is not None:
         table = render_compare(data)

@@ -1,5 +1,6 @@
 """Issue 21: the policy ablation and the generality suite, on tiny configurations."""
 
+import psutil
 import pytest
 
 
@@ -95,7 +96,9 @@ def test_generality_case_is_measured_side_by_side_and_refreshes_its_block(tmp_pa
 
     case = CASES["td_processes"]
     out = generality.run_case(case, {}, budgets=(2.0,), repeats=1, window_s=0.3,
-                              long_budget_s=0.0, log=lambda *a: None)
+                              long_budget_s=0.0, cpu_load=0.25, log=lambda *a: None)
+    assert not [c for c in psutil.Process().children(recursive=True)
+                if "spawn_main" in " ".join(c.cmdline())]      # the load's loops stopped
     picks = out["picks"]
     assert {"autotune", "tune2", "grid"} <= set(picks)
     trace = picks["tune2"]["trace"]      # the search's windows, kept to read a miss by
@@ -109,13 +112,14 @@ def test_generality_case_is_measured_side_by_side_and_refreshes_its_block(tmp_pa
     assert out["targets"]["2"]["met"] == (picks["tune2"]["ratio_to_best"] >= 0.90)
     assert out["targets"]["2"]["met"] or out["targets"]["2"]["reason"]
     data = {"meta": {"mode": "quick", "budgets": [2.0], "repeats": 1, "window_s": 0.3,
-                     "long_budget_s": 0.0, "command": "x",
+                     "long_budget_s": 0.0, "command": "x", "cpu_load": 0.25,
                      "machine": {"usable_cpus": 2, "date": "today"}}, "cases": [out]}
     readme = tmp_path / "README.md"
     readme.write_text(f"before\n{generality.START}\nstale\n{generality.END}\nafter\n")
     generality.write_outputs(data, tmp_path, readme)
     text = readme.read_text()
     assert "stale" not in text and "| td_processes |" in text and text.endswith("after\n")
+    assert "other processes kept 25% of the CPU busy (`--cpu-load`)" in text
     assert (tmp_path / "generality.png").stat().st_size > 1000
 
 
