@@ -73,7 +73,7 @@ class TuneOptions:
     pipeline_kwargs: dict = arg({}, "kwargs", "keyword arguments for the factory")
     workers: str | None = arg(None, "workers", "scale out onto tf.data service workers: "
                                                "'local:N[xC]' (N worker processes of C cores "
-                                               "here), 'ray:NxC' (a local Ray) or "
+                                               "here), 'ray:N[xC]' (a local Ray) or "
                                                "'ray://HOST:PORT:N[xC]', each with an optional "
                                                "':SIZE' RAM budget per worker ('local:4x1:2GiB');"
                                                " tuning picks how many of the N run and their "
