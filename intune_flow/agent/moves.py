@@ -361,9 +361,10 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
     """Smart start without per-stage signals: scale every stage together while it pays.
 
     Parallelism and pool sizes go up by ``factor`` per round, while the CPU is idle or a
-    round grows a stage (:func:`pools_only`); from a best that keeps the CPU busy, the
-    pools grow no further than the cores (:func:`pools_capped`), or with ``trim=False``
-    than the calls they serve can keep busy (:func:`pools_sized`). When a round does
+    round grows a stage (:func:`pools_only`); from a best that keeps the CPU busy (of what
+    other processes left it, ``own_share``: threads past the cores only win share from
+    them), the pools grow no further than the cores (:func:`pools_capped`), or with
+    ``trim=False`` than the calls they serve can keep busy (:func:`pools_sized`). When a round does
     not improve, its pool (else the best's) is cut back to the cores if it kept the CPU
     busy (:func:`trim_pool`) and one half-size step (``sqrt(factor)``) is tried from the
     best. If that fails too, the half-size stages are tried on a one-thread pool when the
@@ -389,7 +390,7 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
     half = math.sqrt(factor)
     for i in range(rounds):
         cfg = scaled(walk.space, walk.best.config, factor, walk.best.elements_per_s)
-        busy = walk.best.cpu_util >= BUSY_CPU
+        busy = walk.best.own_share >= BUSY_CPU
         if cfg is None or (busy and pools_only(walk.space, walk.best.config, cfg)):
             break
         if busy or not trim:
@@ -592,8 +593,10 @@ def unhide_pool(walk, measure) -> None:
 
 def _pools_cut(space: KnobSpace, m: Measurement, above: float, threads: float) -> dict | None:
     """``m``'s config with every static thread pool above ``above`` cut to ``threads`` (the
-    grid value at or above), when ``m`` kept the CPU busy; None when nothing is cut."""
-    if not m.ok or m.cpu_util < BUSY_CPU:
+    grid value at or above), when ``m`` kept the CPU busy (the share of it other processes
+    left it: :attr:`~intune_flow.measurement.Measurement.own_share`); None when nothing is
+    cut."""
+    if not m.ok or m.own_share < BUSY_CPU:
         return None
     cfg = dict(m.config)
     for k in static_pools(space, cfg):

@@ -361,6 +361,40 @@ def test_a_pool_grown_far_past_the_cores_of_a_busy_cpu_is_cut_back_once():
     # An idle CPU (threads waiting on I/O) keeps its pool; so does one within 2x the cores.
     assert pool_trimmed(SPACE, Measurement(config=cfg, cpu_util=0.3), 2) is None
     assert pool_trimmed(SPACE, busy, cores=12) is None
+    # On a CPU other processes hold a quarter of, 0.79 of it is all they left this process
+    # (the generality suite's interleave under `--cpu-load 0.25`: its 32- to 128-thread
+    # pools read 0.78-0.80 and none was cut); unknown machine load reads as none.
+    shared = Measurement(config=cfg, cpu_util=0.79, machine_busy=0.92)
+    assert pool_trimmed(SPACE, shared, cores=2) == {**cfg, "pool": 3}
+    assert pool_trimmed(SPACE, Measurement(config=cfg, cpu_util=0.79), 2) is None
+
+
+def test_scaling_from_a_best_that_keeps_busy_what_others_left_holds_the_pools_at_the_cores():
+    """The scaling's busy test reads the share of the CPU other processes left: from 0.79
+    of a CPU others keep 0.13 busy, the stages grow x4 and the pools no further than the
+    cores (never below where they were); with the machine's load unknown, 0.79 is idle and
+    the pools grow x4 too."""
+    from intune_flow.agent.moves import scale_out
+    from intune_flow.agent.walk import Walk
+    from intune_flow.measurement import Measurement
+
+    def first_jump(machine_busy):
+        start = {"read": 4, "map": 4, "prefetch": 2, "pool": 4}
+        m0 = Measurement(config=start, throughput=1000.0, cpu_util=0.79,
+                         machine_busy=machine_busy)
+        walk = Walk(SPACE, m0, cpu_budget=2, ram_budget=1 << 30)
+        jumps = []
+
+        def measure(config):
+            jumps.append(dict(config))
+            return Measurement(config=dict(config), throughput=900.0, cpu_util=0.79,
+                               machine_busy=machine_busy)
+        scale_out(walk, measure, trim=True)
+        return jumps[0]
+
+    held, grown = first_jump(machine_busy=0.92), first_jump(machine_busy=None)
+    assert held["read"] == grown["read"] == 16        # the stages scale either way
+    assert held["pool"] == 4 and grown["pool"] == 16  # the pool only where the CPU had room
 
 
 def test_cores_other_jobs_keep_busy_are_no_cpu_to_spare():
