@@ -69,23 +69,22 @@ def _import_ref(ref: str) -> Callable:
         except AttributeError:
             names = sorted(n for n in dir(module) if not n.startswith("_")
                            and callable(getattr(module, n)))
-            where = getattr(module, "__file__", None) or "a built-in module"
             raise PipelineError(f"module {module_name!r} has no attribute {attr!r}"
                                 f"{did_you_mean([attr], names)}; callables there: {names}"
-                                f"{_shadowed(module) or f' (the module imported from {where})'}"
-                                ) from None
+                                f"{_origin(module)}") from None
     return obj
 
 
-def _shadowed(module) -> str:
-    """Where ``module`` came from when a file of its name in the current directory was not
-    it (a module named like the standard library's ``pipes`` or ``queue``), else ''."""
+def _origin(module) -> str:
+    """Where ``module`` came from, for a message: that a file of its name in the current
+    directory was not it (a module named like the standard library's ``pipes`` or
+    ``queue``: it shadows the user's), else the file it was imported from."""
     where = getattr(module, "__file__", None)
     top = module.__name__.split(".")[0]
     mine = [Path.cwd() / f"{top}.py", Path.cwd() / top / "__init__.py"]
     here = next((m for m in mine if m.exists()), None)
     if here is None or (where and Path(where).resolve() == here.resolve()):
-        return ""
+        return f" (the module imported from {where or 'a built-in module'})"
     return (f". {module.__name__!r} was imported from {where or 'a built-in module'}, not "
             f"from {here}: your module is shadowed by one of the same name; rename it")
 

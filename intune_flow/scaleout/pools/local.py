@@ -38,9 +38,9 @@ def check_fits(max_workers: int, cores_per_worker: int, ram_per_worker: int | No
     if ram_per_worker:
         total = machine_ram()
         if ram_per_worker * max_workers > total:
+            gib = ram_per_worker / 2**30
             raise OptionsError(
-                f"workers='{spec}:{ram_per_worker / 2**30:g}GiB': {ram_per_worker / 2**30:.1f} "
-                f"GiB of RAM per worker x "
+                f"workers='{spec}:{gib:g}GiB': {gib:.1f} GiB of RAM per worker x "
                 f"{max_workers} {kind} workers is more than this machine's "
                 f"{total / 2**30:.1f} GiB; state less per worker (e.g. "
                 f"'{spec}:{max(1, int(total / max_workers / 2**30))}GiB') or fewer workers")
