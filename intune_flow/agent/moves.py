@@ -14,7 +14,9 @@ obvious in whole-config jumps; the single-knob moves after them are the policy's
   back once (:func:`pool_trimmed`), and when a re-allocation or a scaling did not pay on
   an idle CPU its stages are tried on a one-thread pool (:func:`pool_serialized`: GIL
   contention); last, on a busy CPU, a pool held near the cores whose busy share misses
-  stages the signals do not see is tried at twice its size (:func:`pool_doubled`);
+  stages the signals do not see is tried at twice its size (:func:`pool_doubled`), and a
+  best whose pools grew past the cores is tried at twice them and between
+  (:func:`follow_pool`);
 * :func:`recover`: the memory guard for a start that does not run;
 * :func:`rescaled`: a config carried to a machine with another core count;
 * :func:`hybrid_autotune`: a static config with its parallelism handed to the framework's
@@ -303,7 +305,9 @@ def smart_start(walk, measure, trim: bool = True, deepen: bool = False) -> None:
     (:func:`deepened`), and the scaling goes on only if it wins.
 
     Last, where the pools were held near the cores, a pool whose busy share misses stages
-    the signals do not see is tried at twice its size once (:func:`unhide_pool`).
+    the signals do not see is tried at twice its size once (:func:`unhide_pool`), and a
+    best whose pools grew past the cores has them searched a little further
+    (:func:`follow_pool`).
     """
     start = walk.best
     if rebalance(walk, measure) and explained(walk.space, walk.best) and not (
@@ -317,6 +321,7 @@ def smart_start(walk, measure, trim: bool = True, deepen: bool = False) -> None:
             rebalance(walk, measure, rounds=1)
     if trim:
         unhide_pool(walk, measure)
+        follow_pool(walk, measure)
 
 
 def rebalance(walk, measure, rounds: int = REBALANCE_ROUNDS) -> bool:
@@ -569,11 +574,17 @@ def pool_doubled(space: KnobSpace, m: Measurement, cores: float) -> dict | None:
     miss stages (:func:`hidden_stages`); None otherwise or when nothing grows."""
     if not m.ok or m.cpu_util < BUSY_CPU or not hidden_stages(space, m):
         return None
-    cfg = dict(m.config)
+    return _pools_doubled(space, m.config, upto=lambda k: _cores_pool(k, cores))
+
+
+def _pools_doubled(space: KnobSpace, config: dict, upto=None) -> dict | None:
+    """``config`` with every static thread pool (at or below ``upto(knob)`` where given)
+    doubled, the grid value at or above; None when nothing grows."""
+    cfg = dict(config)
     for k in static_pools(space, cfg):
-        if cfg[k.name] <= _cores_pool(k, cores):
+        if upto is None or cfg[k.name] <= upto(k):
             cfg[k.name] = _snap_up(k, 2 * cfg[k.name])
-    return cfg if cfg != m.config else None
+    return cfg if cfg != config else None
 
 
 def unhide_pool(walk, measure) -> None:
@@ -589,6 +600,56 @@ def unhide_pool(walk, measure) -> None:
     cfg = pool_doubled(walk.space, walk.best, walk.cpu_budget)
     if cfg is not None:
         walk.jump(cfg, measure)
+
+
+def pool_grown(space: KnobSpace, m: Measurement, cores: float) -> bool:
+    """Whether ``m`` kept the CPU busy (the share of it other processes left it) on static
+    thread pools all past ``POOL_PER_CORE`` threads per core: the smart start holds a busy
+    CPU's pools there, so a best past it got there by a growth that won."""
+    pools = static_pools(space, m.config)
+    return bool(m.ok and m.own_share >= BUSY_CPU and pools
+                and all(m.config[k.name] > _cores_pool(k, cores) for k in pools))
+
+
+def pools_between(space: KnobSpace, low: dict, high: dict) -> dict | None:
+    """``low`` with each static thread pool at the grid value strictly between its size in
+    ``low`` and in ``high`` nearest their geometric mean (6 and 12 threads: 8); None when no
+    pool has a value between."""
+    cfg = dict(low)
+    for k in static_pools(space, low):
+        a, b = low[k.name], high[k.name]
+        inner = [g for g in k.grid() if min(a, b) < g < max(a, b)]
+        if inner:
+            cfg[k.name] = min(inner, key=lambda g: abs(math.log(g / math.sqrt(a * b))))
+    return cfg if cfg != low else None
+
+
+def follow_pool(walk, measure) -> None:
+    """Where the best holds a busy CPU's thread pools past the cores (:func:`pool_grown`),
+    the pools are searched a little further: doubled once more, and, unless that clearly
+    wins too, tried between the two sizes (:func:`pools_between`).
+
+    The smart start holds a busy CPU's pools near the cores and grows them one doubling at a
+    time (:func:`unhide_pool`, a saturated pool in :func:`rebalanced`, a half step of the
+    scaling), and the policy's moves, trained where threads past the cores only take turns,
+    rarely grow them further. Where a doubling paid, the best pool may lie past it: on 2
+    cores the suite's
+    ``mixed_sources`` read 27,900 records/s on 6 threads, 30,400 on 8 and 27,800 on 12, and
+    ``memory`` 4,380 / 4,480 / 4,550 (``python -m benchmarks.generality --cases CASE
+    --compare ...``, 18:08-18:12 UTC 2026-12-06); both searches' doublings had stopped at 6,
+    0.94 and 0.93 of the best known at 60 s."""
+    best = walk.best
+    if not pool_grown(walk.space, best, walk.cpu_budget):
+        return
+    up = _pools_doubled(walk.space, best.config)
+    if up is None:
+        return
+    m = walk.jump(up, measure)
+    if m is not None and m.ok and m.throughput > best.throughput * (1 + walk.plateau):
+        return
+    mid = pools_between(walk.space, best.config, up)
+    if mid is not None:
+        walk.jump(mid, measure)
 
 
 def _pools_cut(space: KnobSpace, m: Measurement, above: float, threads: float) -> dict | None:

@@ -1031,17 +1031,19 @@ class HiddenBranchesEnv(TwoCoreEnv):
     calls pay, and the pool pays up to 6 threads though its busy share reads low. With
     ``seen`` every stage has a signal and threads past 3 only take turns."""
 
-    def __init__(self, seen=False):
+    def __init__(self, seen=False, peak=None):
         super().__init__()
-        self.seen = seen
+        self.seen, self.peak = seen, peak
 
     def measure(self, config):
         import math
         from intune_flow.measurement import Measurement
         self.t += 1.0
         calls, pool = min(config["read"], config["map"]), config["pool"]
+        hidden = min(pool, 6) / 6 if self.peak is None else min(pool / self.peak,
+                                                                 self.peak / pool)
         rate = 1000.0 * math.log2(1 + calls) * (
-            min(pool, 6) / 6 if not self.seen else 1 / (1 + max(0, pool - 3)))
+            hidden if not self.seen else 1 / (1 + max(0, pool - 3)))
         signals = {"map": 0.3, "pool": 0.4}
         if self.seen:
             signals["read"] = 0.3
@@ -1086,3 +1088,40 @@ def test_a_busy_cpu_whose_signals_miss_stages_tries_the_pool_at_twice_its_size()
     every = Measurement(config=seen[1], throughput=1.0, cpu_util=0.9,
                         stage_signals={"read": 0.2, "map": 0.3, "pool": 0.4})
     assert trusted_signals(SPACE, every) == every.stage_signals
+
+
+def test_a_pool_whose_doubling_paid_is_doubled_again_then_tried_between():
+    from intune_flow.agent.moves import follow_pool, pool_grown, pools_between
+    from intune_flow.knobs import AUTOTUNE
+    from intune_flow.agent.walk import Walk
+    from intune_flow.measurement import Measurement
+    start = {"read": 1, "map": 1, "prefetch": 1, "pool": 2}
+    # The hidden stages want 8 threads: the doubling to 6 pays, 12 loses, 8 between wins.
+    out = run_search(HiddenBranchesEnv(peak=8), "intune", start=start, budget_s=1e9,
+                     max_steps=12, seed=0, progress=False)
+    pools = [m.config["pool"] for m in out.history]
+    first = pools.index(6)
+    assert pools[first:first + 3] == [6, 12, 8]
+    assert out.best.config["pool"] == 8
+    # Where the second doubling clearly wins, nothing is tried between.
+    out = run_search(HiddenBranchesEnv(peak=16), "intune", start=start, budget_s=1e9,
+                     max_steps=12, seed=0, progress=False)
+    pools = [m.config["pool"] for m in out.history]
+    first = pools.index(6)
+    assert pools[first:first + 2] == [6, 12] and 8 not in pools
+    # Only the best's pools grown past 1.5 threads per core of a busy CPU are followed.
+    cfg = {"read": 16, "map": 16, "prefetch": 2, "pool": 6}
+    assert pool_grown(SPACE, Measurement(config=cfg, throughput=1.0, cpu_util=0.9), 2)
+    assert not pool_grown(SPACE, Measurement(config={**cfg, "pool": 3}, throughput=1.0,
+                                             cpu_util=0.9), 2)
+    assert not pool_grown(SPACE, Measurement(config=cfg, throughput=1.0, cpu_util=0.6), 2)
+    assert not pool_grown(SPACE, Measurement(config={**cfg, "pool": AUTOTUNE}, throughput=1.0,
+                                             cpu_util=0.9), 2)
+    walk = Walk(SPACE, Measurement(config=cfg, throughput=130.0, cpu_util=0.9),
+                cpu_budget=2, ram_budget=1e12, plateau=0.05)
+    seen = []
+    follow_pool(walk, lambda c: seen.append(c["pool"]) or Measurement(
+        config=c, throughput=120.0, cpu_util=0.9))
+    assert seen == [12, 8]
+    assert pools_between(SPACE, {**cfg, "pool": 6}, {**cfg, "pool": 12}) == {**cfg, "pool": 8}
+    assert pools_between(SPACE, {**cfg, "pool": 1}, {**cfg, "pool": 2}) is None
