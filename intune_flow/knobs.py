@@ -305,8 +305,8 @@ class Knobs:
         """A config (built by hand) that misses ``knob`` but holds a name close to it: a
         misspelling, which would otherwise give the knob its default without a word."""
         unasked = [n for n in self._config if n not in self._declared]
-        for meant in near_misses([knob.name], unasked, cutoff=0.75).values():
-            if near_misses([meant], self._declared, cutoff=0.75).get(meant) != knob.name:
+        for meant in near_misses([knob.name], unasked).values():
+            if near_misses([meant], self._declared).get(meant) != knob.name:
                 continue    # closer to a knob declared before: that one was warned about
             warnings.warn(f"knob {knob.name!r} is not in the config, which has {meant!r}: a "
                           f"misspelling? {knob.name!r} gets its default ({knob.default})",
@@ -339,6 +339,39 @@ def _refuse_extra(kind: str, name, extra: tuple, unknown: dict) -> None:
         raise KnobError(f"knobs.{kind}({name!r}, {', '.join(map(repr, extra))}): bounds are "
                         f"keyword arguments; write knobs.{kind}({name!r}, max=...) (also "
                         "min=, default=)")
+
+
+FLAT_AT_MAX = 0.02
+"""A knob at its max whose next value down read within this share of the config is not named
+by :func:`at_their_max`: the measurements say the bound did not hold the search."""
+
+
+def flat_below_max(space, config: dict, looks) -> list[str]:
+    """The thread knobs ``config`` holds at their max where ``looks`` (``{"config",
+    "throughput"}`` dicts: a cache record's best few, or a search's) hold ``config`` with
+    that knob lower, every other knob the same, reading within :data:`FLAT_AT_MAX` of
+    ``config``'s best look: the bound did not stop the search (README-only trial 74: a parse
+    at its max of 8 read 4,230 records/s, at 6 4,216-4,229, the GETs before it the limit)."""
+    looks = list(_looks(looks))
+    ref = max((t for c, t in looks if c == config), default=0.0)
+    flat = []
+    for k in space:
+        if k.kind not in THREAD_KINDS or config.get(k.name) != k.max or ref <= 0:
+            continue
+        if any(0 < c.get(k.name, 0) < k.max and t >= ref * (1 - FLAT_AT_MAX)
+               and all(c.get(n) == v for n, v in config.items() if n != k.name)
+               for c, t in looks):
+            flat.append(k.name)
+    return flat
+
+
+def _looks(looks):
+    """(config, throughput) of each well-formed look; a damaged record's others are skipped."""
+    for look in looks or ():
+        try:
+            yield dict(look["config"]), float(look["throughput"])
+        except (KeyError, TypeError, ValueError):
+            continue
 
 
 def at_their_max(space, config: dict, implicit=(), contended: bool = False,

@@ -37,7 +37,7 @@ from .cache.session import CacheSession
 from .errors import FactoryError, KnobError, TuningError, describe_error
 from .agent.moves import BUSY_CPU, pool_threads
 from .agent.signals import SATURATED, trusted_signals
-from .knobs import at_their_max
+from .knobs import at_their_max, flat_below_max
 from .measurement import STATUS_EMPTY, STATUS_ERROR, STATUS_TIMEOUT, Measurement
 from .options import TuneOptions
 from .progress import fmt_config
@@ -288,7 +288,8 @@ class TuningRun:
             result = self._result(source="cache", config=config, throughput=best.throughput,
                                   start_config=config, start_throughput=best.throughput,
                                   reason="; ".join(self.notes) or None)
-            self._warn_at_max(result, best)     # every night's result says it, not the first's
+            # every night's result says it, not the first's
+            self._warn_at_max(result, best, record.history.get("best", []))
             return result, None
         return self.refine(env, found, probes, why)
 
@@ -403,7 +404,7 @@ class TuningRun:
                               history=list(prior) + list(outcome.history) + [confirm])
         if self.options.method not in SEARCHING:
             return result, intent
-        self._warn_at_max(result, best)
+        self._warn_at_max(result, best, summarize_history(result.history)["best"])
         _warn_failed(result, outcome.history)
         doubt = self.policy.doubted(best, confirm)
         if doubt:
@@ -432,7 +433,7 @@ class TuningRun:
                           f"{self._enough(per, source):.0f} s")
         return result, intent
 
-    def _warn_at_max(self, result: TuneResult, m: Measurement) -> None:
+    def _warn_at_max(self, result: TuneResult, m: Measurement, looks=()) -> None:
         """Warn of each knob ``result.config`` holds at its max, where ``m`` (the config's
         measurement) left the CPU room: on a busy CPU a bound binds nothing, more calls only
         take turns. This process's own use decides (calls that wait need no core); where
@@ -441,12 +442,14 @@ class TuningRun:
         its calls run on the pool) read them as not all busy, is not named: the pool held it,
         not the bound (README-only trial 70: 16 parse and 16 feature calls on a pool of 3
         threads, both named). The signal alone does not decide: it under-reads CPU-bound
-        maps of many small ops."""
+        maps of many small ops. Nor is a knob whose lower value read the same in ``looks``
+        (the search's best few, as its cache record keeps them: :func:`flat_below_max`)."""
         if m.ok and m.cpu_util < BUSY_CPU:
             space = self.description.space
             pool = pool_threads(space, m.config, self.cpu_budget)
             idle = [name for name, share in trusted_signals(space, m).items()
                     if share < SATURATED and pool is not None and m.config.get(name, 0) > pool]
+            idle += flat_below_max(space, result.config, looks)
             for msg in at_their_max(space, result.config, self.description.implicit,
                                     contended=contended(m), idle=idle):
                 _warn(result, msg)

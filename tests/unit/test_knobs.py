@@ -154,6 +154,9 @@ def test_a_config_built_by_hand_with_a_misspelled_knob_warns_and_names_it():
     with pytest.warns(UserWarning, match=r"knob 'clicks' is not in the config, which has "
                                          r"'click': a misspelling\? 'clicks' gets its default"):
         assert Knobs({"click": 8}).parallelism("clicks", max=64) == 1
+    # README-only trial 74: 'lite' for 'light' gave the knob its default without a word.
+    with pytest.warns(UserWarning, match=r"knob 'light' is not in the config, which has 'lite'"):
+        assert Knobs({"lite": 2, "heavy": 2}).parallelism("light", max=8) == 1
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert Knobs({"read": 8}).parallelism("map") == 1      # nothing like it: no warning
@@ -178,3 +181,23 @@ def test_the_max_warning_blames_other_processes_only_where_they_took_a_share():
     assert shared.others_busy == pytest.approx(0.30) and contended(shared)
     assert Measurement(config={}, cpu_util=0.5).others_busy == 0.0     # not known
     assert not contended(Measurement(config={}, cpu_util=0.3, machine_busy=0.6))  # room left
+
+
+def test_a_knob_at_its_max_whose_lower_value_read_the_same_is_not_named():
+    from intune_flow.knobs import flat_below_max
+    knobs = Knobs()
+    knobs.parallelism("get", max=64)
+    knobs.parallelism("parse", max=8)
+    space = knobs.space
+    config = {"get": 64, "parse": 8}
+    looks = [{"config": config, "throughput": 4230.0},
+             {"config": {"get": 64, "parse": 6}, "throughput": 4221.0},     # flat: not the bound
+             {"config": {"get": 48, "parse": 8}, "throughput": 3200.0},     # the bound held it
+             {"config": {"get": 32, "parse": 6}, "throughput": 4229.0},     # two knobs moved
+             {"config": "damaged"}]
+    assert flat_below_max(space, config, looks) == ["parse"]
+    assert at_their_max(space, config, idle=flat_below_max(space, config, looks))[0].startswith(
+        "knob 'get' was tuned to its max (64)")
+    assert len(at_their_max(space, config)) == 2
+    assert flat_below_max(space, config, looks[1:]) == []      # no look of the config itself
+    assert flat_below_max(space, config, [looks[0], {**looks[1], "throughput": 4100.0}]) == []
