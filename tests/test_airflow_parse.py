@@ -158,6 +158,26 @@ def test_the_operator_names_a_misspelled_argument():
             InTuneOperator(task_id="t", pipeline="m:f", budget=5)
         # Airflow's own arguments still reach BaseOperator
         assert InTuneOperator(task_id="u", pipeline="m:f", retries=2).retries == 2
+        # README-only trial 75: a misspelled pipeline got Airflow's "missing keyword argument"
+        with pytest.raises(IntuneError, match=r"\['pipline'\] \(did you mean 'pipline' -> "
+                                              r"'pipeline'\?\)"):
+            InTuneOperator(task_id="v", pipline="m:f")
+        with pytest.raises(IntuneError, match=r"InTuneOperator \(task_id 'w'\) needs "
+                                              r"pipeline='module:attribute'"):
+            InTuneOperator(task_id="w")
+
+
+def test_intune_task_names_a_misspelled_argument():
+    from intune_flow.airflow import intune_task
+
+    # README-only trial 75: Python's bare "unexpected keyword argument 'budget'" before.
+    with pytest.raises(IntuneError, match=r"intune_task got unknown argument\(s\) \['budget'\] "
+                                          r"\(did you mean 'budget' -> 'budget_s'\?\)"):
+        intune_task(pipeline="m:f", budget=20)
+    with pytest.raises(IntuneError, match=r"did you mean 'pipline' -> 'pipeline'\?"):
+        intune_task(pipline="m:f")
+    with pytest.raises(IntuneError, match=r"intune_task needs pipeline='module:attribute'"):
+        intune_task(budget_s=20)
 
 
 def test_decorator_hides_the_injected_parameter_from_airflow():

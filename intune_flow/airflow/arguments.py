@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..errors import OptionsError, near_misses
+from ..errors import OptionsError, did_you_mean, near_misses
 from ..options import TuneOptions
 
 NAMES = (*TuneOptions.names("airflow"), "aws_conn_id")
@@ -34,6 +34,22 @@ def misspelled(extra, ours=NAMES) -> dict[str, str]:
     """The keyword arguments left for Airflow (``retries=...``) that are near misses of
     ``ours``: typos of a tuning argument, not Airflow's (extra name -> the one of ours)."""
     return near_misses(extra, ours, cutoff=0.75)
+
+
+def refuse_unknown(unknown, *, where: str, ours=NAMES) -> None:
+    """Raise :class:`OptionsError` naming the arguments in ``unknown`` and the ones of
+    ``ours`` they were meant to be; nothing when there are none."""
+    if unknown:
+        raise OptionsError(f"{where} got unknown argument(s) {sorted(unknown)}"
+                           f"{did_you_mean(sorted(unknown), ours)}")
+
+
+def require_pipeline(pipeline, *, where: str) -> None:
+    """Raise :class:`OptionsError` when no ``pipeline`` was given (Airflow's own check would
+    only say a keyword argument is missing)."""
+    if pipeline is None:
+        raise OptionsError(f"{where} needs pipeline='module:attribute' (a factory "
+                           "reference, or the factory itself)")
 
 
 def check(raw: Mapping[str, Any], *, where: str) -> None:

@@ -64,10 +64,10 @@ class IntuneContext:
         return dict(self.payload)
 
 
-def intune_task(python_callable: Callable | None = None, *, pipeline, budget_s=60.0, cache=None,
-                aws_conn_id=None, cpu_budget=None, ram_budget=None, strict=False,
+def intune_task(python_callable: Callable | None = None, *, pipeline=None, budget_s=60.0,
+                cache=None, aws_conn_id=None, cpu_budget=None, ram_budget=None, strict=False,
                 method="intune", window_s=None, timeout_s=None, pipeline_kwargs=None,
-                workers=None, demand=None, inject_as="intune"):
+                workers=None, demand=None, inject_as="intune", **unknown):
     """Decorate a TaskFlow function so it tunes first and receives ``intune=IntuneContext``.
 
     ``pipeline_kwargs`` is a dict for the factory, or the name of one of the function's
@@ -75,6 +75,8 @@ def intune_task(python_callable: Callable | None = None, *, pipeline, budget_s=6
     checked when the DAG file is parsed. The tuning summary is also pushed to XCom under
     the key ``"intune"``.
     """
+    arguments.refuse_unknown(unknown, where=WHERE, ours=(*arguments.NAMES, "inject_as"))
+    arguments.require_pipeline(pipeline, where=WHERE)
     options = dict(pipeline=pipeline, budget_s=budget_s, cache=cache, aws_conn_id=aws_conn_id,
                    cpu_budget=cpu_budget, ram_budget=ram_budget, strict=strict, method=method,
                    window_s=window_s, timeout_s=timeout_s, workers=workers, demand=demand)
@@ -171,8 +173,7 @@ def task_intune(python_callable: Callable | None = None, **kwargs):
     if typos:
         raise OptionsError(
             "@task.intune got " + ", ".join(f"{k!r} (did you mean {m!r}?)" for k, m in typos.items()))
-    if "pipeline" not in tune_kwargs:
-        raise OptionsError("@task.intune needs pipeline='module:attribute'")
+    arguments.require_pipeline(tune_kwargs.get("pipeline"), where="@task.intune")
     wrap = intune_task(**tune_kwargs)
 
     def decorate(fn):

@@ -6,7 +6,6 @@ from typing import Any, Callable, Mapping, Sequence
 
 from airflow.sdk import BaseOperator
 
-from ..errors import OptionsError, did_you_mean
 from . import arguments
 from .runner import result_payload, run_tuning
 
@@ -45,17 +44,18 @@ class InTuneOperator(BaseOperator):
     template_fields: Sequence[str] = arguments.TEMPLATED
     ui_color = "#e8f4e8"
 
-    def __init__(self, *, task_id: str, pipeline: str | Callable, budget_s: float | str = 60.0,
+    def __init__(self, *, task_id: str, pipeline: str | Callable | None = None,
+                 budget_s: float | str = 60.0,
                  cache: str | None = None, aws_conn_id: str | None = None,
                  cpu_budget: float | None = None, ram_budget: int | str | None = None,
                  strict: bool = False, method: str = "intune", window_s: float | None = None,
                  timeout_s: float | None = None,
                  pipeline_kwargs: Mapping[str, Any] | None = None, workers: str | None = None,
                  demand: float | None = None, **kwargs) -> None:
-        typos = arguments.misspelled(kwargs)
-        if typos:   # Airflow's own message would only call them invalid
-            raise OptionsError(f"InTuneOperator (task_id {task_id!r}) got unknown argument(s) "
-                               f"{sorted(typos)}{did_you_mean(typos, arguments.NAMES)}")
+        where = f"InTuneOperator (task_id {task_id!r})"
+        # Airflow's own messages would only call them invalid, or the pipeline missing
+        arguments.refuse_unknown(arguments.misspelled(kwargs), where=where)
+        arguments.require_pipeline(pipeline, where=where)
         super().__init__(task_id=task_id, **kwargs)
         given = dict(pipeline=pipeline, budget_s=budget_s, cache=cache, aws_conn_id=aws_conn_id,
                      cpu_budget=cpu_budget, ram_budget=ram_budget, strict=strict,
