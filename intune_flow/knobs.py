@@ -342,8 +342,8 @@ def _refuse_extra(kind: str, name, extra: tuple, unknown: dict) -> None:
 
 
 FLAT_AT_MAX = 0.02
-"""A knob at its max whose next value down read within this share of the config is not named
-by :func:`at_their_max`: the measurements say the bound did not hold the search."""
+"""A knob at its max whose lower value read within this share of the config is not named by
+:func:`at_their_max`: the measurements say the bound did not hold the search."""
 
 
 def flat_below_max(space, config: dict, looks) -> list[str]:

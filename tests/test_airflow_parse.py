@@ -140,9 +140,10 @@ def test_task_intune_names_a_misspelled_argument():
 
     import intune_flow.airflow  # noqa: F401  (registers @task.intune)
 
-    with pytest.raises(IntuneError, match=r"@task.intune got 'pipline' \(did you mean 'pipeline'\?\)"):
+    with pytest.raises(IntuneError, match=r"@task.intune got unknown argument\(s\) \['pipline'\] "
+                                          r"\(did you mean 'pipline' -> 'pipeline'\?\)"):
         task.intune(pipline="m:f")
-    with pytest.raises(IntuneError, match=r"'budgt_s' \(did you mean 'budget_s'\?\)"):
+    with pytest.raises(IntuneError, match=r"'budgt_s' -> 'budget_s'"):
         task.intune(pipeline="m:f", budgt_s=8)
 
 

@@ -633,11 +633,10 @@ def follow_pool(walk, measure) -> None:
     time (:func:`unhide_pool`, a saturated pool in :func:`rebalanced`, a half step of the
     scaling), and the policy's moves, trained where threads past the cores only take turns,
     rarely grow them further. Where a doubling paid, the best pool may lie past it: on 2
-    cores the suite's
-    ``mixed_sources`` read 27,900 records/s on 6 threads, 30,400 on 8 and 27,800 on 12, and
-    ``memory`` 4,380 / 4,480 / 4,550 (``python -m benchmarks.generality --cases CASE
-    --compare ...``, 18:08-18:12 UTC 2026-12-06); both searches' doublings had stopped at 6,
-    0.94 and 0.93 of the best known at 60 s."""
+    cores the suite's ``mixed_sources`` read 27,900 records/s on 6 threads, 30,400 on 8 and
+    27,800 on 12, and ``memory`` 4,380 / 4,480 / 4,550 (``python -m benchmarks.generality
+    --cases CASE --compare ...``, 18:08-18:12 UTC 2026-12-06); both searches' doublings had
+    stopped at 6, 0.94 and 0.93 of the best known at 60 s."""
     best = walk.best
     if not pool_grown(walk.space, best, walk.cpu_budget):
         return

@@ -170,9 +170,7 @@ def task_intune(python_callable: Callable | None = None, **kwargs):
     # What is left goes to @task; a near miss of one of ours is a typo, not a @task argument.
     typos = {k: m for k, m in arguments.misspelled(kwargs, ours).items()
              if m not in tune_kwargs}
-    if typos:
-        raise OptionsError(
-            "@task.intune got " + ", ".join(f"{k!r} (did you mean {m!r}?)" for k, m in typos.items()))
+    arguments.refuse_unknown(typos, where="@task.intune", ours=ours)
     arguments.require_pipeline(tune_kwargs.get("pipeline"), where="@task.intune")
     wrap = intune_task(**tune_kwargs)
 
