@@ -635,7 +635,7 @@ def follow_pool(walk, measure) -> None:
     rarely grow them further. Where a doubling paid, the best pool may lie past it: on 2
     cores the suite's ``mixed_sources`` read 27,900 records/s on 6 threads, 30,400 on 8 and
     27,800 on 12, and ``memory`` 4,380 / 4,480 / 4,550 (``python -m benchmarks.generality
-    --cases CASE --compare ...``, 18:08-18:12 UTC 2026-12-06); both searches' doublings had
+    --cases CASE --compare ...``, 18:08-18:10 UTC 2026-12-06); both searches' doublings had
     stopped at 6, 0.94 and 0.93 of the best known at 60 s."""
     best = walk.best
     if not pool_grown(walk.space, best, walk.cpu_budget):
