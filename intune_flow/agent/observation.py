@@ -39,6 +39,14 @@ def can_autotune(knob, autotune: bool) -> bool:
     return autotune and knob.autotune
 
 
+def hands_over(knob, value: int, autotune: bool, keep=()) -> bool:
+    """Whether the AUTOTUNE move is open for ``knob`` at ``value``: to AUTOTUNE where
+    :func:`can_autotune` and the knob is not in ``keep`` (the knobs a hybrid keeps static:
+    :func:`~intune_flow.env.kept_from_autotune`, an interleave's ``cycle_length``), and back
+    from it always."""
+    return can_autotune(knob, autotune) and (value == AUTOTUNE or knob.name not in keep)
+
+
 @dataclass
 class WalkView:
     """Search state the observation needs beyond the current measurement."""
@@ -84,9 +92,10 @@ def _log_ratio(a: float, b: float, lo: float, hi: float) -> float:
 
 
 def encode(space: KnobSpace, cpu_budget: float, ram_budget: float,
-           view: WalkView, autotune: bool = False) -> tuple[np.ndarray, np.ndarray]:
+           view: WalkView, autotune: bool = False, keep=()) -> tuple[np.ndarray, np.ndarray]:
     """(knob features [K, KNOB_FEATURES], global features [GLOBAL_FEATURES]) as float32;
-    ``autotune``: the framework has its own tuner (the AUTOTUNE move is open)."""
+    ``autotune``: the framework has its own tuner (the AUTOTUNE move is open, but not to
+    the knobs in ``keep``: :func:`hands_over`)."""
     cur = view.current
     cores = max(cpu_budget, 1e-3)
     cfg = effective(space, cur, cores)
@@ -111,7 +120,7 @@ def encode(space: KnobSpace, cpu_budget: float, ram_budget: float,
             kf[i, 12] = view.last_gain
             kf[i, 16] = float(view.last_move[1] == AUTO)
         kf[i, 13] = float(cur.config[k.name] == AUTOTUNE)
-        kf[i, 14] = float(can_autotune(k, autotune))
+        kf[i, 14] = float(hands_over(k, cur.config[k.name], autotune, keep))
         kf[i, 15] = float((k.name, AUTO) in view.tried)
     g = np.zeros(GLOBAL_FEATURES, dtype=np.float32)
     g[0] = _log_ratio(cur.throughput, view.best.throughput, -2.0, 0.0)
@@ -130,16 +139,16 @@ def encode(space: KnobSpace, cpu_budget: float, ram_budget: float,
 
 
 def action_mask(space: KnobSpace, config: dict, tried: set, allow_stop: bool = True,
-                autotune: bool = False) -> np.ndarray:
+                autotune: bool = False, keep=()) -> np.ndarray:
     """Valid actions [len(MOVES) * K + 1]: per knob up and down (static, not at a bound) and
-    the AUTOTUNE move (where ``autotune`` and the knob allow it), none tried from here;
-    then stop."""
+    the AUTOTUNE move (:func:`hands_over`), none tried from here; then stop."""
     mask = np.zeros(len(MOVES) * len(space) + 1, dtype=bool)
     for i, k in enumerate(space):
         v = config[k.name]
         static = v != AUTOTUNE
         mask[action_index(i, 1)] = static and v < k.max and (k.name, 1) not in tried
         mask[action_index(i, -1)] = static and v > k.min and (k.name, -1) not in tried
-        mask[action_index(i, AUTO)] = can_autotune(k, autotune) and (k.name, AUTO) not in tried
+        mask[action_index(i, AUTO)] = hands_over(k, v, autotune, keep) and \
+            (k.name, AUTO) not in tried
     mask[-1] = allow_stop
     return mask

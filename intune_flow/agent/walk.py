@@ -35,7 +35,7 @@ import math
 from ..knobs import AUTOTUNE, KnobSpace
 from ..measurement import STATUS_OOM, Measurement
 from .moves import rebalanced  # noqa: F401  (re-exported: tests/test_search_real.py imports it)
-from .observation import (AUTO, MOVES, WalkView, action_mask, can_autotune, effective, encode,
+from .observation import (AUTO, MOVES, WalkView, action_mask, effective, encode, hands_over,
                           total_threads)
 
 OOM_PENALTY = 1.0
@@ -66,9 +66,10 @@ class Walk:
 
     def __init__(self, space: KnobSpace, start: Measurement, *, cpu_budget: float,
                  ram_budget: float, max_steps: int | None = None, accept: float = 0.005,
-                 plateau: float = 0.02, autotune: bool = False):
+                 plateau: float = 0.02, autotune: bool = False, keep=()):
         self.space = space
         self.autotune = autotune
+        self.keep = tuple(keep)     # knobs never handed to AUTOTUNE (observation.hands_over)
         self.handed: dict[str, int] = {}    # knob -> the static value it had when handed over
         self.cpu_budget, self.ram_budget = cpu_budget, ram_budget
         self.max_steps = max_steps
@@ -97,9 +98,10 @@ class Walk:
                         since_improvement=self.since_improvement)
 
     def observe(self, allow_stop: bool = True):
-        obs = encode(self.space, self.cpu_budget, self.ram_budget, self.view(), self.autotune)
+        obs = encode(self.space, self.cpu_budget, self.ram_budget, self.view(), self.autotune,
+                     self.keep)
         return obs, action_mask(self.space, self.current.config, self._tried_here(), allow_stop,
-                                self.autotune)
+                                self.autotune, self.keep)
 
     # -- moves -------------------------------------------------------------------------
     def decode(self, action: int) -> tuple[str, int] | None:
@@ -131,9 +133,9 @@ class Walk:
     def _handed_over(self, knob) -> dict | None:
         """The AUTOTUNE move's config: ``knob`` at AUTOTUNE, or back from it at the value
         AUTOTUNE chose (None when the move is not open or leads to a visited config)."""
-        if not can_autotune(knob, self.autotune):
-            return None
         cur, chose = self.current.config, self.current.autotune_choices
+        if not hands_over(knob, cur[knob.name], self.autotune, self.keep):
+            return None
         if cur[knob.name] != AUTOTUNE:
             value = AUTOTUNE
         elif knob.name in chose:

@@ -75,7 +75,7 @@ def _intune(tr: Tracker, env, rng, *, policy_state, seed, continuous, learn,
     agent = DQNAgent(DQNConfig(**FINETUNE), state=policy_state, seed=seed)
     walk = Walk(env.space, tr.start, cpu_budget=env.cpu_budget, ram_budget=env.ram_budget,
                 plateau=_plateau(tr.start), accept=_plateau(tr.start) / 2,
-                autotune=has_native_autotune(env))
+                autotune=has_native_autotune(env), keep=kept_from_autotune(env))
     cores = env.cpu_budget
     # The last few measurements go to a second look at the best candidates (with, where the
     # space has a thread pool, the best's pool cut to the cores) and, where the framework

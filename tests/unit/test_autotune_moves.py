@@ -133,6 +133,37 @@ def test_intune_on_a_native_sim_may_hand_knobs_to_autotune_and_keeps_what_it_mea
     assert seen >= 6      # at least the AUTOTUNE floor on each
 
 
+def test_the_walk_never_hands_a_knob_the_hybrids_keep_to_autotune():
+    """An interleave's cycle_length at AUTOTUNE is sized by tf.data from the CPU, and the
+    hybrids keep it static (env.kept_from_autotune); the walk's AUTOTUNE move does too (a
+    full generality run's 60 s search handed tfrecord_lookup's read to AUTOTUNE, a config
+    whose repeats read 42,600-166,700 records/s on 2 cores, and its race took it on one
+    look). Back from AUTOTUNE stays open: a start can hold it there."""
+    from intune_flow.measurement import Measurement
+    handed = {False: 0, True: 0}
+    for kept in (False, True):
+        for i in range(6):
+            env = SimEnv(sample_pipeline("test", 60 + i, cores=16), seed=i, native_autotune=True)
+            read = env.space.knobs[0].name
+            if kept:
+                env.kept_from_autotune = (read,)
+            out = run_search(env, "intune", budget_s=1e9, max_steps=40, seed=0, progress=False)
+            handed[kept] += sum(1 for m in out.history[2:] if m.config[read] == AUTOTUNE)
+    assert handed[False] > 0 and handed[True] == 0
+    p = _io_pipeline(cores=4)
+    start = Measurement(config={"read": 1, "map": 2, "prefetch": 2, "pool": 64},
+                        throughput=1.0)
+    walk = Walk(p.space, start, cpu_budget=4, ram_budget=p.ram_budget, autotune=True,
+                keep=("read",))
+    _, mask = walk.observe()
+    assert not mask[action_index(0, AUTO)] and mask[action_index(1, AUTO)]
+    assert walk.candidate("read", AUTO) is None and walk.candidate("map", AUTO) is not None
+    held = Walk(p.space, Measurement(config={**start.config, "read": AUTOTUNE}, throughput=1.0),
+                cpu_budget=4, ram_budget=p.ram_budget, autotune=True, keep=("read",))
+    assert held.observe()[1][action_index(0, AUTO)]
+    assert held.candidate("read", AUTO)["read"] != AUTOTUNE
+
+
 def test_a_known_autotune_window_is_read_as_the_floor_instead_of_measured_again():
     """A scale-out walk measured all-AUTOTUNE on this env just before: the search takes that
     window as its floor (in its history, no step spent) instead of a second one."""
