@@ -354,9 +354,11 @@ def flat_below_max(space, config: dict, looks) -> list[str]:
     at its max of 8 read 4,230 records/s, at 6 4,216-4,229, the GETs before it the limit)."""
     looks = list(_looks(looks))
     ref = max((t for c, t in looks if c == config), default=0.0)
+    if ref <= 0:
+        return []
     flat = []
     for k in space:
-        if k.kind not in THREAD_KINDS or config.get(k.name) != k.max or ref <= 0:
+        if k.kind not in THREAD_KINDS or config.get(k.name) != k.max:
             continue
         if any(0 < c.get(k.name, 0) < k.max and t >= ref * (1 - FLAT_AT_MAX)
                and all(c.get(n) == v for n, v in config.items() if n != k.name)

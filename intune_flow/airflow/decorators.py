@@ -27,6 +27,8 @@ from .runner import result_payload, run_tuning
 
 log = logging.getLogger("intune_flow.airflow")
 WHERE = "intune_task"
+OURS = (*arguments.NAMES, "inject_as")
+"""Every argument of ``intune_task`` (and the tuning ones of ``@task.intune``)."""
 
 
 @dataclass
@@ -75,7 +77,7 @@ def intune_task(python_callable: Callable | None = None, *, pipeline=None, budge
     checked when the DAG file is parsed. The tuning summary is also pushed to XCom under
     the key ``"intune"``.
     """
-    arguments.refuse_unknown(unknown, where=WHERE, ours=(*arguments.NAMES, "inject_as"))
+    arguments.refuse_unknown(unknown, where=WHERE, ours=OURS)
     arguments.require_pipeline(pipeline, where=WHERE)
     options = dict(pipeline=pipeline, budget_s=budget_s, cache=cache, aws_conn_id=aws_conn_id,
                    cpu_budget=cpu_budget, ram_budget=ram_budget, strict=strict, method=method,
@@ -165,12 +167,11 @@ def task_intune(python_callable: Callable | None = None, **kwargs):
     """``@task.intune(pipeline=..., budget_s=..., <any @task argument>)``: tune, then run the function."""
     from airflow.sdk import task
 
-    ours = (*arguments.NAMES, "inject_as")
-    tune_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in ours}
+    tune_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in OURS}
     # What is left goes to @task; a near miss of one of ours is a typo, not a @task argument.
-    typos = {k: m for k, m in arguments.misspelled(kwargs, ours).items()
+    typos = {k: m for k, m in arguments.misspelled(kwargs, OURS).items()
              if m not in tune_kwargs}
-    arguments.refuse_unknown(typos, where="@task.intune", ours=ours)
+    arguments.refuse_unknown(typos, where="@task.intune", ours=OURS)
     arguments.require_pipeline(tune_kwargs.get("pipeline"), where="@task.intune")
     wrap = intune_task(**tune_kwargs)
 
