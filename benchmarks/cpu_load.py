@@ -3,13 +3,15 @@
 ``with cpu_load(0.25, cores=2): tune(...)`` runs ``tune()`` while busy-loops at a duty cycle
 hold a quarter of two cores, the way a neighbour's job or a hypervisor's steal would. The
 loops run in spawned processes (never forked from a process TensorFlow has threads in) and
-stop when the block ends, also when it raises.
+stop when the block ends, also when it raises, and when the process that started them is
+killed (no ``finally`` runs then: each loop watches for its parent to go).
 """
 
 from __future__ import annotations
 
 import math
 import multiprocessing
+import os
 import time
 from contextlib import contextmanager
 
@@ -19,9 +21,9 @@ tuner sees the same load."""
 START_TIMEOUT_S = 30.0
 
 
-def _busy(duty: float, started, stop) -> None:
+def _busy(duty: float, started, stop, parent: int) -> None:
     started.release()
-    while not stop.is_set():
+    while not stop.is_set() and os.getppid() == parent:
         t = time.perf_counter()
         while time.perf_counter() - t < PERIOD_S * duty:
             pass
@@ -42,7 +44,7 @@ def cpu_load(share: float, cores: float):
     duty = share * cores / loops
     ctx = multiprocessing.get_context("spawn")
     started, stop = ctx.Semaphore(0), ctx.Event()
-    procs = [ctx.Process(target=_busy, args=(duty, started, stop), daemon=True)
+    procs = [ctx.Process(target=_busy, args=(duty, started, stop, os.getpid()), daemon=True)
              for _ in range(loops)]
     try:
         for p in procs:

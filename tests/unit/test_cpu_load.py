@@ -68,3 +68,42 @@ def test_the_generality_suite_refuses_a_cpu_load_it_cannot_apply(argv, says, tmp
         generality.main(["--cases", "two_maps", "--out", str(tmp_path), *argv])
     assert e.value.code == 2 and says in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_the_load_stops_when_the_process_that_started_it_is_killed(tmp_path):
+    """A benchmark killed by a signal runs no ``finally``: its loops still end (before, a
+    killed ``--cpu-load`` run left its loops holding the CPU until someone found them)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "hold.py"
+    script.write_text(
+        "import sys, time\n"
+        "from benchmarks.cpu_load import cpu_load\n"
+        "if __name__ == '__main__':\n"
+        "    with cpu_load(0.25, cores=2):\n"
+        "        print('loaded', flush=True)\n"
+        "        time.sleep(600)\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": root})
+    loops = []
+    try:
+        assert proc.stdout.readline().strip() == "loaded"
+        loops = [c for c in psutil.Process(proc.pid).children(recursive=True)
+                 if "spawn_main" in " ".join(c.cmdline())]
+        assert len(loops) == 1 and _alive(loops[0])
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        deadline = time.monotonic() + 10
+        while any(_alive(c) for c in loops) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [c for c in loops if _alive(c)]
+    finally:
+        proc.kill()
+        proc.wait(10)
+        for c in loops:
+            if _alive(c):
+                c.kill()
