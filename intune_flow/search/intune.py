@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..agent.moves import (BUSY_CPU, autotune_held_back, hybrid_autotune, pool_at_cores,
-                           pool_threads, pool_trimmed, recover, rescaled, smart_start, unpin)
+                           pool_threads, recover, rescaled, smart_start, unpin)
 from ..agent.walk import Walk, config_key
 from ..env import has_native_autotune, kept_from_autotune
 from ..knobs import AUTOTUNE
@@ -90,7 +90,7 @@ def _intune(tr: Tracker, env, rng, *, policy_state, seed, continuous, learn,
     try:
         try:
             _warm_up(tr, env, walk, heuristics=variant != "bare",
-                     reserve=reserve if held else None)
+                     reserve=reserve if held else None, hybrid=hybrid)
         except _Reserved:
             end = "budget"
         anchor = walk.best if variant != "bare" else None
@@ -98,7 +98,8 @@ def _intune(tr: Tracker, env, rng, *, policy_state, seed, continuous, learn,
             if env.cpu_budget != cores:
                 cores = _reallocate(tr, env, walk, cores)
             obs, mask = _observe(tr, walk, allow_stop=walk.since_improvement >= STOP_AFTER)
-            ending = _reached(tr, reserve) and _end_has_work(tr, env, walk)
+            ending = _reached(tr, _end_reserve(tr, env, walk, reserve, hybrid)) and \
+                _end_has_work(tr, env, walk)
             action, end = _act(agent, walk, obs, mask, ending=ending, variant=variant, rng=rng)
             if end is not None:
                 if not continuous:
@@ -140,6 +141,19 @@ def _reached(tr: Tracker, reserve: float | None) -> bool:
     return reserve is not None and tr.steps > 0 and tr.measurements_left() < reserve + 1
 
 
+def _end_reserve(tr: Tracker, env, walk: Walk, reserve: float | None, hybrid: int):
+    """The measurements the end of the search still needs: ``reserve``, less the ``hybrid``
+    one where the end has no hybrid to measure (the smart start measured the best's,
+    :func:`~intune_flow.agent.moves.unpin`, or the CPU is busy: :func:`_end_hybrid`), so
+    the walk takes that measurement instead of the race's extra rounds. The generality suite's ``own_pool`` at 20 s (full run of
+    2639660) spent its one walk step on the GETs back at 128 calls, then three looks on a
+    race of two configs 41% apart; its 60 s search found the cross at 8 calls, 12% ahead,
+    on the walk step after that one."""
+    if reserve is None or not hybrid or _end_hybrid(tr, env, walk) is not None:
+        return reserve
+    return reserve - hybrid
+
+
 def _end_has_work(tr: Tracker, env, walk: Walk) -> bool:
     """Whether the end of the search has a use for the measurements kept for it: two
     configs to race, or a hybrid to measure. A walk from an all-AUTOTUNE config (a cached
@@ -148,10 +162,11 @@ def _end_has_work(tr: Tracker, env, walk: Walk) -> bool:
 
 
 def _warm_up(tr: Tracker, env, walk: Walk, heuristics: bool = True,
-             reserve: float | None = None) -> None:
+             reserve: float | None = None, hybrid: int = 0) -> None:
     """Before the policy's moves: the memory guard, the AUTOTUNE floor, the smart start
     (the memory guard only without ``heuristics``). The smart start's jumps stop at the
-    ``reserve`` measurements kept for the end (raising :class:`_Reserved`). It cuts a pool
+    ``reserve`` measurements kept for the end (raising :class:`_Reserved`), less the
+    ``hybrid``'s where the end has none to measure (:func:`_end_reserve`). It cuts a pool
     its scaling overgrew back to the cores unless AUTOTUNE, measured here, left the CPU idle
     (:func:`~intune_flow.agent.moves.scale_out`). Where the framework has its own tuner, a
     stage the smart start left saturated at its maximum gets the hybrid config then, not
@@ -163,7 +178,7 @@ def _warm_up(tr: Tracker, env, walk: Walk, heuristics: bool = True,
     _measure_native_autotune(tr, env)
 
     def measure(config):
-        if _reached(tr, reserve):
+        if _reached(tr, _end_reserve(tr, env, walk, reserve, hybrid)):
             raise _Reserved()
         return tr.measure(config)
 
@@ -242,11 +257,8 @@ def _measure_hybrid(tr: Tracker, env, walk: Walk) -> None:
     measured too. Like every measurement they can become the best, and the end-of-search
     re-measure looks at them again.
 
-    Its pools are the best's cut to the cores (:func:`~intune_flow.agent.moves.pool_trimmed`)
-    when the best and all-AUTOTUNE both kept the CPU busy: AUTOTUNE on its own pool (one
-    thread per core) needing every core says the stages it balances want cores, not
-    threads, and a pool the scaling overgrew (a search the budget cut before its trim) only
-    adds contention (on 2 cores two CPU maps read 8,800 records/s on 32 threads, 13,300 on 3).
+    None is measured where the best and all-AUTOTUNE both kept the CPU busy
+    (:func:`_end_hybrid`).
 
     Where the smart start measured the best's hybrid already
     (:func:`~intune_flow.agent.moves.unpin`) but the end's reserve stopped it before the
@@ -286,16 +298,25 @@ def _hybrid_seen(tr: Tracker, env, walk: Walk):
 
 def _end_hybrid(tr: Tracker, env, walk: Walk) -> dict | None:
     """The hybrid config the end of the search measures (:func:`_measure_hybrid`): the
-    walk's best with its parallelism at AUTOTUNE, its pools cut to the cores where
-    all-AUTOTUNE kept the CPU busy. None where the framework has no tuner of its own, the
-    best did not run, there is no such hybrid, or it was measured already on this machine
-    (:func:`~intune_flow.agent.moves.unpin`): the race sees that one."""
+    walk's best with its parallelism at AUTOTUNE. None where the framework has no tuner of
+    its own, the best did not run, there is no such hybrid, it was measured already on this
+    machine (:func:`~intune_flow.agent.moves.unpin`: the race sees that one), or the best
+    and all-AUTOTUNE both kept the CPU busy.
+
+    On a busy CPU AUTOTUNE on its own pool (one thread per core) needing every core says
+    the stages it balances want cores, and their hybrid gets AUTOTUNE's split of them
+    again, whatever pool and buffers the walk found: in the full generality run of 2639660
+    each such end hybrid (on the pool cut to 1.5 threads per core, as it then was) read
+    0.56-0.85 of its search's best, on all seven CPU-bound tf.data pipelines of the suite
+    at 20 s and 60 s, while the walk's single-knob AUTOTUNE moves reached the partial
+    hybrids that won there (``interleave``'s prefetch, ``mixed_sources``' first parse). Its
+    measurement goes to the walk instead (:func:`_end_reserve`). On an idle CPU the hybrid
+    is what wins: a stage waits, and AUTOTUNE grows it past the declared maximum."""
     if not _hybrid(env) or not walk.best.ok:
         return None
-    config = walk.best.config
-    if _autotune_busy(tr, env, walk):
-        config = pool_trimmed(env.space, walk.best, env.cpu_budget) or config
-    cfg = hybrid_autotune(env.space, config, keep=kept_from_autotune(env))
+    if _autotune_busy(tr, env, walk) and walk.best.own_share >= BUSY_CPU:
+        return None
+    cfg = hybrid_autotune(env.space, walk.best.config, keep=kept_from_autotune(env))
     if cfg is None or _measured(tr, cfg):
         return None
     return cfg

@@ -324,37 +324,39 @@ def test_the_end_of_the_search_grows_a_kept_knob_that_holds_the_hybrid_back():
     assert tr.best is grown and grown.throughput > 1.5 * hybrid.throughput
 
 
-def test_the_hybrid_gets_a_pool_cut_to_the_cores_when_autotune_kept_the_cpu_busy():
-    """A search the budget cut after its scaling holds a best config with a 32-thread pool
-    on 2 cores. Where all-AUTOTUNE (on one thread per core) kept the CPU busy, the stages
-    want cores, so the hybrid runs on a pool cut to 1.5 threads per core; where AUTOTUNE
-    starved a latency-bound read, the hybrid keeps the best's pool for the calls in flight."""
-    from intune_flow.search.intune import _measure_hybrid
+def test_no_end_hybrid_where_the_best_and_autotune_kept_the_cpu_busy():
+    """Two CPU maps on 2 cores whose best and all-AUTOTUNE both keep the CPU busy: the end of
+    the search measures no hybrid (AUTOTUNE's split of the cores again) and leaves its
+    measurement to the walk. Where AUTOTUNE was not measured, or starved a latency-bound
+    read on an idle CPU, the hybrid is measured, on the best's own pool."""
+    from intune_flow.search.intune import _end_reserve, _measure_hybrid
     from intune_flow.search.tracker import Tracker
 
-    def hybrid_after(p, best, measure_autotune=True):
+    def end_of(p, best, measure_autotune=True):
         env = SimEnv(p, seed=0, native_autotune=True)
         tr = Tracker(env, "intune", budget_s=1e9, max_steps=None, progress=lambda ev: None)
         start = tr.measure(best, start=True)
         auto = tr.measure(p.space.autotune()) if measure_autotune else None
         walk = Walk(p.space, start, cpu_budget=2, ram_budget=p.ram_budget, autotune=True)
+        reserve = _end_reserve(tr, env, walk, 3, 1)
         _measure_hybrid(tr, env, walk)
-        return start, auto, tr.history[2 if measure_autotune else 1]
+        return start, auto, list(tr.history[2 if measure_autotune else 1:]), reserve
 
     two_maps = _shared_pool_pipeline(
         Stage("first", cpu=0.002, io=0.0, records=1, mem=1e4, knob="first"),
         Stage("second", cpu=0.002, io=0.0, records=1, mem=1e4, knob="second"), cores=2)
-    best, auto, hybrid = hybrid_after(two_maps, {"first": 8, "second": 8, "prefetch": 2,
+    best, auto, end, reserve = end_of(two_maps, {"first": 8, "second": 8, "prefetch": 2,
                                                  "pool": 32})
     assert best.cpu_util >= 0.8 and auto.cpu_util >= 0.8
-    assert hybrid.config == {"first": AUTOTUNE, "second": AUTOTUNE, "prefetch": 2, "pool": 3}
-    *_, unmeasured = hybrid_after(two_maps, best.config, measure_autotune=False)
-    assert unmeasured.config["pool"] == 32        # nothing says AUTOTUNE wants cores
+    assert end == [] and reserve == 2
+    *_, end, reserve = end_of(two_maps, best.config, measure_autotune=False)
+    assert [m.config for m in end] == [{"first": AUTOTUNE, "second": AUTOTUNE, "prefetch": 2,
+                                        "pool": 32}] and reserve == 3
 
-    best, auto, hybrid = hybrid_after(_io_pipeline(cores=2), {"read": 64, "map": 8,
+    best, auto, end, reserve = end_of(_io_pipeline(cores=2), {"read": 64, "map": 8,
                                                               "prefetch": 2, "pool": 128})
-    assert best.cpu_util >= 0.8 and auto.cpu_util < 0.8
-    assert hybrid.config == {"read": AUTOTUNE, "map": AUTOTUNE, "prefetch": 2, "pool": 128}
+    assert best.cpu_util >= 0.8 and auto.cpu_util < 0.8 and reserve == 3
+    assert end[0].config == {"read": AUTOTUNE, "map": AUTOTUNE, "prefetch": 2, "pool": 128}
 
 
 def test_the_scaling_keeps_its_pool_where_autotune_left_the_cpu_idle():
@@ -482,3 +484,26 @@ def test_a_stage_saturated_at_its_maximum_on_an_idle_cpu_is_handed_to_autotune_e
     assert not pinned_stages(p.space, reading(0.95, 16))                # the CPU is the limit
     assert not pinned_stages(p.space, reading(0.3, 16, saturated=0.5))  # not what limits
     assert not pinned_stages(p.space, reading(0.3, 16), keep=("read",))
+
+
+def test_the_walk_takes_the_end_hybrids_measurement_when_the_smart_start_measured_it():
+    """The end keeps a measurement for the best's hybrid; once the smart start measured that
+    hybrid (:func:`unpin`) the walk may take it, and a new best whose hybrid is unmeasured
+    keeps it for the end again."""
+    from intune_flow.agent.moves import unpin
+    from intune_flow.search.intune import _end_reserve
+    from intune_flow.search.tracker import Tracker
+
+    p = _pinned_read_pipeline()
+    env = SimEnv(p, seed=0, native_autotune=True)
+    tr = Tracker(env, "intune", budget_s=1e9, max_steps=None, progress=lambda ev: None)
+    start = tr.measure({"read": 16, "map": 2, "prefetch": 2, "pool": 64}, start=True)
+    walk = Walk(p.space, start, cpu_budget=4, ram_budget=p.ram_budget, autotune=True)
+    assert _end_reserve(tr, env, walk, 3, 1) == 3          # the start's hybrid: unmeasured
+    unpin(walk, tr.measure)
+    walk.best = start
+    assert _end_reserve(tr, env, walk, 3, 1) == 2          # measured by the smart start
+    assert _end_reserve(tr, env, walk, None, 1) is None    # continuous: no end
+    assert _end_reserve(tr, env, walk, 3, 0) == 3          # no hybrid kept for
+    walk.best = tr.measure({"read": 8, "map": 2, "prefetch": 4, "pool": 64})
+    assert _end_reserve(tr, env, walk, 3, 1) == 3          # a new best, its hybrid unmeasured
