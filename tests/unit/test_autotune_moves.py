@@ -328,7 +328,8 @@ def test_no_end_hybrid_where_the_best_and_autotune_kept_the_cpu_busy():
     """Two CPU maps on 2 cores whose best and all-AUTOTUNE both keep the CPU busy: the end of
     the search measures no hybrid (AUTOTUNE's split of the cores again) and leaves its
     measurement to the walk. Where AUTOTUNE was not measured, or starved a latency-bound
-    read on an idle CPU, the hybrid is measured, on the best's own pool."""
+    read (on an idle CPU, or on one others keep busy, far below the best), the hybrid is
+    measured, on the best's own pool."""
     from intune_flow.search.intune import _end_reserve, _measure_hybrid
     from intune_flow.search.tracker import Tracker
 
@@ -357,6 +358,28 @@ def test_no_end_hybrid_where_the_best_and_autotune_kept_the_cpu_busy():
                                                               "prefetch": 2, "pool": 128})
     assert best.cpu_util >= 0.8 and auto.cpu_util < 0.8 and reserve == 3
     assert end[0].config == {"read": AUTOTUNE, "map": AUTOTUNE, "prefetch": 2, "pool": 128}
+
+    # The same read on a machine others keep busy: AUTOTUNE's small share of the CPU is
+    # most of what they leave it, so it reads busy, but far below the best: the hybrid
+    # on the best's pool is still measured.
+    class Loaded(SimEnv):
+        def measure(self, config):
+            m = super().measure(config)
+            m.machine_busy = 0.99
+            return m
+
+    io = _io_pipeline(cores=2)
+    env = Loaded(io, seed=0, native_autotune=True)
+    tr = Tracker(env, "intune", budget_s=1e9, max_steps=None, progress=lambda ev: None)
+    start = tr.measure({"read": 64, "map": 8, "prefetch": 2, "pool": 128}, start=True)
+    auto = tr.measure(io.space.autotune())
+    assert auto.own_share >= 0.8 and start.own_share >= 0.8
+    assert auto.throughput < start.throughput / 3
+    walk = Walk(io.space, start, cpu_budget=2, ram_budget=io.ram_budget, autotune=True)
+    assert _end_reserve(tr, env, walk, 3, 1) == 3
+    _measure_hybrid(tr, env, walk)
+    assert tr.history[2].config == {"read": AUTOTUNE, "map": AUTOTUNE, "prefetch": 2,
+                                    "pool": 128}
 
 
 def test_the_scaling_keeps_its_pool_where_autotune_left_the_cpu_idle():
