@@ -381,6 +381,14 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
     (the start is already over-provisioned), the stages are scaled down. Each jump is one
     measurement; an OOM is abandoned like any other.
 
+    Where the framework has its own tuner and the best holds a stage saturated at its
+    declared maximum on an idle CPU (:func:`pinned_stages`), a round that did not pay ends
+    the scaling there: the bound, not contention or over-provisioning, held it, and the
+    hybrid after the smart start (:func:`unpin`) is what grows that stage. The suite's
+    ``tfrecord_lookup`` (a lookup declared ``max=32``) spent its 20 s search's last
+    measurements on the half step and a one-thread pool (1,936 records/s) instead, and
+    returned 0.40 of the best known (full run of 9f02ef2, 21:31-22:19 UTC 2026-12-06).
+
     ``trim=False`` skips the pool cuts and the cap at the cores: where the framework's own
     tuner, on one thread per core, left the CPU idle, a stage waits on something other than
     the CPU, and a pool cut to the cores caps its calls in flight (on 2 cores a read of 4 ms
@@ -406,6 +414,8 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
             continue
         if trim:
             trim_pool(walk, measure, m)
+        if walk.autotune and pinned_stages(walk.space, walk.best, walk.keep):
+            return      # a stage at its declared maximum held the round: unpin's to grow
         cfg = scaled(walk.space, walk.best.config, half, walk.best.elements_per_s)
         stepped = walk.jump(cfg, measure) if cfg is not None else None
         if walk.best is before:

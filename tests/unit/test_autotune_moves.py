@@ -530,3 +530,27 @@ def test_the_walk_takes_the_end_hybrids_measurement_when_the_smart_start_measure
     assert _end_reserve(tr, env, walk, 3, 0) == 3          # no hybrid kept for
     walk.best = tr.measure({"read": 8, "map": 2, "prefetch": 4, "pool": 64})
     assert _end_reserve(tr, env, walk, 3, 1) == 3          # a new best, its hybrid unmeasured
+
+
+def test_a_scaling_round_held_by_a_pinned_stage_ends_the_scaling():
+    """The read is saturated at its declared maximum on an idle CPU: scaling every stage
+    cannot grow it, so a round that did not pay ends the scaling (no half step, no
+    one-thread pool, no scale-down) and leaves the measurements to the hybrid after it.
+    Without a tuner of the framework's own to hand the read to, the scaling goes on."""
+    from intune_flow.agent.moves import pinned_stages, scale_out
+    from intune_flow.search.tracker import Tracker
+
+    def scaled_from(autotune):
+        p = _pinned_read_pipeline(cores=2)
+        env = SimEnv(p, seed=0, native_autotune=autotune)
+        tr = Tracker(env, "intune", budget_s=1e9, max_steps=None, progress=lambda ev: None)
+        start = tr.measure({"read": 16, "map": 2, "prefetch": 2, "pool": 64}, start=True)
+        assert [k.name for k in pinned_stages(p.space, start)] == ["read"]
+        walk = Walk(p.space, start, cpu_budget=2, ram_budget=p.ram_budget, autotune=autotune)
+        scale_out(walk, tr.measure, trim=False)
+        return [m.config for m in tr.history[1:]]
+
+    pinned = scaled_from(True)
+    assert len(pinned) == 1 and pinned[0]["read"] == 16 and pinned[0]["map"] > 2
+    plain = scaled_from(False)
+    assert len(plain) > 1 and any(c["pool"] == 1 for c in plain)    # the one-thread pool
