@@ -312,10 +312,11 @@ def _end_hybrid(tr: Tracker, env, walk: Walk) -> dict | None:
     0.56-0.85 of its search's best, on all seven CPU-bound tf.data pipelines of the suite
     at 20 s and 60 s, while the walk's single-knob AUTOTUNE moves reached the partial
     hybrids that won there (``interleave``'s prefetch, ``mixed_sources``' first parse). Its
-    measurement goes to the walk instead (:func:`_end_reserve`). Busy there means close to
-    the best too (:func:`_autotune_near`). Where a stage waits and
-    leaves the CPU idle, the hybrid can win: AUTOTUNE grows such a stage past its declared
-    maximum (the suite's ``own_pool``, ``tfrecord_lookup`` and ``latency_cpu``)."""
+    measurement goes to the walk instead (:func:`_end_reserve`). All-AUTOTUNE counts as
+    busy there only when it also read near the best (:func:`_autotune_near`). Where a
+    stage waits and leaves the CPU idle, the hybrid can win: AUTOTUNE grows such a stage
+    past its declared maximum (the suite's ``own_pool``, ``tfrecord_lookup`` and
+    ``latency_cpu``)."""
     if not _hybrid(env) or not walk.best.ok:
         return None
     if _autotune_near(tr, env, walk) and walk.best.own_share >= BUSY_CPU:
@@ -338,9 +339,14 @@ def _autotune_near(tr: Tracker, env, walk: Walk) -> bool:
     2026-12-06)."""
     if not _autotune_busy(tr, env, walk) or not walk.best.ok:
         return False
+    looks = _autotune_looks(tr, env)
+    return max(m.throughput for m in looks) >= AUTOTUNE_NEAR * walk.best.throughput
+
+
+def _autotune_looks(tr: Tracker, env) -> list:
+    """All-AUTOTUNE's measurements in this search that ran."""
     auto = config_key(env.space.autotune())
-    looks = [m.throughput for m in tr.history if m.ok and config_key(m.config) == auto]
-    return max(looks) >= AUTOTUNE_NEAR * walk.best.throughput
+    return [m for m in tr.history if m.ok and config_key(m.config) == auto]
 
 
 def _autotune_busy(tr: Tracker, env, walk: Walk) -> bool | None:
@@ -357,11 +363,10 @@ def _autotune_busy(tr: Tracker, env, walk: Walk) -> bool | None:
     suite's ``interleave``, measured while others held a quarter of the CPU, put AUTOTUNE at
     0.64 of the CPU with 0.89 busy; read as idle, that kept the scaling's 32-thread pool,
     0.65 of the best known at 20 s (full run of 0d2e094, 14:00 UTC 2026-12-06)."""
-    auto = config_key(env.space.autotune())
-    looks = [m.own_share for m in tr.history if m.ok and config_key(m.config) == auto]
+    looks = _autotune_looks(tr, env)
     if not looks:
         return None
-    return max(looks) >= BUSY_CPU * (1 - walk.plateau)
+    return max(m.own_share for m in looks) >= BUSY_CPU * (1 - walk.plateau)
 
 
 def _reallocate(tr: Tracker, env, walk: Walk, old_cores: float) -> float:
