@@ -25,7 +25,13 @@ the policy is trained on exactly the dynamics it meets when tuning:
   or more running over flat ground, a prefetch buffer 2 -> 4 -> 8 -> 16 taking three of a
   20 s search's eleven measurements); a worse one is remembered and the walk stays;
 * an OOM, error or timeout is abandoned at once, penalized, and the walk returns
-  to the best config; moves already tried from a config are masked.
+  to the best config; moves already tried from a config are masked;
+* a move that cost ``LOST`` or more of the rate it left is not made again from another
+  config (the same knob from the same value to the same value): the other knobs' moves
+  seldom turn such a loss into a gain, and the walk repeated them after each gain (a
+  ``py_function`` pipeline's 60 s search measured its thread pool 1 -> 2 and 1 ->
+  AUTOTUNE three times each, at 0.65-0.72 of the config it left each time; a waiting
+  pipeline's its GETs back from AUTOTUNE to 128 calls three times, at 0.51).
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ ERROR_PENALTY = 0.5
 STEP_COST = 0.01
 OVERSUB_PENALTY = 0.02
 MAX_STREAK = 4
+LOST = 0.25
 
 
 def log_gain(throughput: float, ref: float) -> float:
@@ -82,6 +89,7 @@ class Walk:
         self.last_gain = 0.0
         self.tried: dict[tuple, set] = {}
         self.visited: dict[tuple, Measurement] = {config_key(start.config): start}
+        self.lost: set[tuple] = set()   # (knob, from, to) of moves that lost LOST or more
         self.streak: dict[tuple[str, int], int] = {}
         self.steps = 0
         self.since_improvement = 0
@@ -112,8 +120,9 @@ class Walk:
         return self.space.knobs[i].name, MOVES[j]
 
     def candidate(self, name: str, direction: int) -> dict | None:
-        """The config a move leads to (None when every step size lands on a visited config,
-        or the move is not open: up or down at AUTOTUNE, AUTOTUNE where there is none)."""
+        """The config a move leads to (None when every step size lands on a visited config
+        or repeats a lost move, or the move is not open: up or down at AUTOTUNE, AUTOTUNE
+        where there is none)."""
         knob = self.space[name]
         if direction == AUTO:
             return self._handed_over(knob)
@@ -125,10 +134,16 @@ class Walk:
             for _ in range(n):
                 v = knob.step(v, direction)
             cfg = {**self.current.config, name: v}
-            if v != self.current.config[name] and config_key(cfg) not in self.visited:
+            if v != self.current.config[name] and self._open(cfg, name):
                 return cfg
             n //= 2
         return None
+
+    def _open(self, cfg: dict, name: str) -> bool:
+        """Whether moving ``name`` to ``cfg`` measures something new: the config was not
+        visited and the same move did not lose ``LOST`` or more from another config."""
+        return config_key(cfg) not in self.visited and \
+            (name, self.current.config[name], cfg[name]) not in self.lost
 
     def _handed_over(self, knob) -> dict | None:
         """The AUTOTUNE move's config: ``knob`` at AUTOTUNE, or back from it at the value
@@ -144,7 +159,7 @@ class Walk:
             value = self.handed.get(knob.name, effective(self.space, self.current,
                                                          self.cpu_budget)[knob.name])
         cfg = {**cur, knob.name: value}
-        return cfg if config_key(cfg) not in self.visited else None
+        return cfg if self._open(cfg, knob.name) else None
 
     def set_budget_left(self, fraction: float) -> None:
         self.budget_left = float(min(1.0, max(0.0, fraction)))
@@ -177,6 +192,8 @@ class Walk:
             return reward, False, m
         gain = log_gain(m.throughput, ref)
         self.last_gain = gain
+        if m.throughput < ref * (1 - LOST):
+            self.lost.add((name, self.current.config[name], cfg[name]))
         reward += gain
         if m.throughput > self.best.throughput * (1 + self.accept):
             self.best = self.current = m
@@ -228,8 +245,8 @@ class Walk:
                 forget: bool = False) -> None:
         """Walk on from ``measurement``: it becomes the current and the best config.
 
-        Moves tried from any config are forgotten and the count of measurements
-        without improvement starts again, so the walk may retry its moves (continuous
+        Moves tried from any config (and those that lost) are forgotten and the count of
+        measurements without improvement starts again, so the walk may retry its moves (continuous
         mode re-measures the best config and walks on from the new figure).
         ``forget=True`` also forgets every visited config and move streak, for when
         old results no longer describe the machine; ``cpu_budget`` sets the new
@@ -239,6 +256,7 @@ class Walk:
             self.cpu_budget = cpu_budget
         self.best = self.current = measurement
         self.tried.clear()
+        self.lost.clear()
         if forget:
             self.visited = {config_key(measurement.config): measurement}
             self.streak.clear()

@@ -402,3 +402,34 @@ def test_a_twin_does_not_become_the_current_config():
         walk.step(workers_up, measure)
     assert walk.current is walk.best is start
     assert measured == [{"workers": 2, "prefetch": 2}]   # workers=2 once, not per prefetch
+
+
+@pytest.mark.parametrize("pool_rate, remeasured", [(70.0, False), (85.0, True)])
+def test_a_move_that_lost_a_quarter_is_not_made_again_from_another_config(pool_rate, remeasured):
+    # Generality run, py_function at 60 s: after each gain the walk moved the thread pool
+    # 1 -> 2 again, at 0.68-0.72 of the config it left, three times. A smaller loss (within
+    # what the other knobs' moves may turn around) is still tried again.
+    space = KnobSpace((Knob("python", "parallelism", 1, 8, 1), Knob("prefetch", "buffer", 1, 16, 2),
+                       Knob("pool", "parallelism", 1, 8, 1)))
+    start = Measurement(config={"python": 2, "prefetch": 2, "pool": 1}, throughput=100.0,
+                        cpu_util=0.5)
+    walk = Walk(space, start, cpu_budget=2, ram_budget=1 << 30, plateau=0.05, accept=0.025)
+    measured = []
+
+    def measure(cfg):
+        measured.append(dict(cfg))
+        rate = pool_rate if cfg["pool"] != 1 else 100.0 + cfg["prefetch"]
+        return Measurement(config=dict(cfg), throughput=rate, cpu_util=0.5)
+
+    pool_up = list(MOVES).index(1) + 2 * len(MOVES)
+    prefetch_up = list(MOVES).index(1) + len(MOVES)
+    walk.step(pool_up, measure)
+    walk.step(prefetch_up, measure)
+    here = walk.current.config
+    assert here["prefetch"] > 2 and here["pool"] == 1 and walk.current is walk.best
+    _, _, m = walk.step(pool_up, measure)
+    assert (m is not None) == remeasured
+    assert [c["pool"] for c in measured].count(2) == (2 if remeasured else 1)
+    if not remeasured:      # continuous mode walks on from a new figure: it tries again
+        walk.restart(walk.best)
+        assert walk.candidate("pool", 1) == {**here, "pool": 2}
