@@ -67,6 +67,9 @@ STRETCH_GAP_S = 0.25
 """A finite dataset's next stretch of stage readings starts at least this long after the
 last one closed: each reading costs about a millisecond, and epochs of a few milliseconds
 read at each boundary would slow the pipeline being measured."""
+ROLL_S = 0.1
+"""While a stretch is open, its latest stage reading is renewed at an element boundary this
+long after the last: an epoch's end closes the stretch on it (:meth:`_Worker._close_stretch`)."""
 ELEMENT_CHECK_S = 0.002
 """The worker reads RSS at an element boundary when this long has passed since its last read."""
 GROWTH_SPAN_S = 0.1
@@ -142,6 +145,7 @@ class _Worker(threading.Thread):
         # Per-stage timings are snapshotted this long after the first element and at the end.
         self.snapshot_after = snapshot_after
         self.snapshots: list[tuple[float, object]] = []
+        self.latest: tuple[float, object] | None = None     # the open stretch's last reading
         self.stretches: list[tuple[float, object, object]] = []  # (seconds, before, after)
         self.next_stretch_at = 0.0
         self.stage_signals: dict[str, float] = {}
@@ -175,7 +179,7 @@ class _Worker(threading.Thread):
                         self.done = True
                         break
                     if self.snapshots:
-                        self._close_stretch(it)
+                        self._close_stretch(it, ended=True)
                     it = self.iterator = None   # let the finished iterator go first
                     it = self.iterator = self._next_epoch(ds)
                     in_epoch = 0
@@ -198,6 +202,10 @@ class _Worker(threading.Thread):
                         and now >= max(self.first_at + self.snapshot_after,
                                        self.next_stretch_at)):
                     self._snapshot(it)
+                elif self.snapshots and now >= (self.latest or self.snapshots[0])[0] + ROLL_S:
+                    snap = _read_stages(self.pipeline, it)
+                    if snap is not None and len(snap) >= len(self.snapshots[0][1]):
+                        self.latest = (now, snap)   # fewer nodes: some left with the epoch
             if self.snapshots:
                 self._close_stretch(it)
             if self.stretches:
@@ -217,14 +225,24 @@ class _Worker(threading.Thread):
         element (its model is whole then); signals weigh the stretches by their length."""
         return self.pipeline.iterate(ds)
 
-    def _close_stretch(self, it) -> None:
-        """End the stretch the first snapshot began, on iterator ``it``."""
+    def _close_stretch(self, it, ended: bool = False) -> None:
+        """End the stretch the first snapshot began, on iterator ``it``; where its epoch
+        ``ended`` and the reading then lost some of the first's nodes, on the stretch's
+        latest reading that held them all (none: the stretch tells nothing).
+
+        At an epoch's end tf.data has dropped from the model the ops whose input ran out,
+        so a reading then finds them gone, which reads as idle: a finite tf.data pipeline
+        of 3.4 s epochs (a heavy map after ``batch``) had its limiting map read 0% busy in
+        every window while it was 73% busy."""
         (t0, before), self.snapshots = self.snapshots[0], []
-        after = _read_stages(self.pipeline, it)   # None: this stretch tells nothing
+        latest, self.latest = self.latest, None
         now = time.perf_counter()
         self.next_stretch_at = now + STRETCH_GAP_S
-        if after is not None:
-            self.stretches.append((now - t0, before, after))
+        at, after = now, _read_stages(self.pipeline, it)
+        if ended and after is not None and len(after) < len(before):
+            at, after = latest if latest is not None else (now, None)
+        if after is not None:       # None: this stretch tells nothing
+            self.stretches.append((at - t0, before, after))
 
     def _snapshot(self, it) -> None:
         snap = _read_stages(self.pipeline, it)

@@ -63,7 +63,9 @@ class Adapter(Protocol):
         """Knob -> the framework's model nodes it drives ({} where none are kept)."""
 
     def snapshot(self, iterator: Iterator) -> Any:
-        """The framework's per-stage timings so far (None where it keeps none)."""
+        """The framework's per-stage timings so far, one entry per stage it keeps (a later
+        reading of the same iterator with fewer entries lost stages); None where it keeps
+        none."""
 
     def stage_signals(self, stages: dict, before: Any, after: Any, seconds: float, config: dict,
                       pool_knob: str | None) -> dict[str, float]:
