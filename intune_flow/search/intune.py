@@ -502,10 +502,13 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
     if not compared:
         return
     top_mean = max(t[0] for t in compared)
-    # The cut pool joins as a challenger: it takes the race by leading it, not on a tie.
-    tiable = [t for t in compared
-              if config_key(t[1][0].config) != challenger or t[0] == top_mean]
-    (mean, ms, new), lean = _tie_rule(tiable, lambda t: t[0], lambda t: t[1], tie, tr.env)
+    # The cut pool joins as a challenger: it takes the race by leading it, never on a tie.
+    won = [t for t in compared if config_key(t[1][0].config) == challenger and t[0] == top_mean]
+    if won:
+        (mean, ms, new), lean = won[0], {}
+    else:
+        tiable = [t for t in compared if config_key(t[1][0].config) != challenger]
+        (mean, ms, new), lean = _tie_rule(tiable, lambda t: t[0], lambda t: t[1], tie, tr.env)
     start = tr.start
     start_key = config_key(start.config)
     is_start = config_key(ms[0].config) == start_key
@@ -569,16 +572,20 @@ def _tie_unraced(tr: Tracker, seen, tie: float) -> None:
 
 
 def _tie_rule(candidates: list, score, looks, tie: float, env=None):
-    """The tie rule: among ``candidates`` whose ``score`` is within ``tie`` of the best one,
-    the one whose config has the fewest knobs at AUTOTUNE (then the higher score); then,
+    """The tie rule: among ``candidates`` whose ``score`` is within ``tie`` of the best one
+    (but for those that set a knob below what AUTOTUNE ran it at in the best one:
+    :func:`_below_autotune`), the one whose config has the fewest knobs at AUTOTUNE (then
+    the higher score); then,
     among those tied with as many knobs at AUTOTUNE, the best of any holding at most
     ``LEAN`` of its memory, else, when the choice kept the CPU busy in every look, the one
     whose thread pools hold the fewest threads, where that is fewer than the choice's
     (``env``'s space and cores say which knobs are pools).
     ``looks(c)`` is a candidate's measurements. Returns the choice and what it holds against
     the heavier config it was taken over (``{}`` when neither step chose)."""
-    top = max(score(c) for c in candidates)
-    tied = [c for c in candidates if score(c) >= top * (1 - tie)]
+    lead = max(candidates, key=score)
+    top = score(lead)
+    tied = [c for c in candidates if c is lead or (
+        score(c) >= top * (1 - tie) and not _below_autotune(looks(c)[0].config, looks(lead)))]
     chosen = min(tied, key=lambda c: (_autotuned(looks(c)[0].config), -score(c)))
     autotuned, held = _autotuned(looks(chosen)[0].config), _peak_rss(looks(chosen))
     alike = [c for c in tied if _autotuned(looks(c)[0].config) == autotuned]
@@ -598,6 +605,22 @@ def _tie_rule(candidates: list, score, looks, tie: float, env=None):
         return chosen, {}
     fewest = min(fewer, key=lambda c: (threads(c), -score(c)))
     return fewest, {"chosen_pool_threads": threads(fewest), "instead_pool_threads": held_threads}
+
+
+def _below_autotune(config: dict, lead: list) -> bool:
+    """Whether ``config`` sets a knob below the value AUTOTUNE ran it at in the ``lead``'s
+    measurements (where it read one): such a config is not the lead made predictable but
+    a smaller one, and a tie on a look or two does not say it keeps up. A README-only
+    trial's batch-first pipeline (a heavy map after ``batch``) had its 20 s race return
+    the map at one call over the map at AUTOTUNE, which held it at 2, on means 6% apart:
+    0.74 of all-AUTOTUNE side by side."""
+    chose: dict[str, int] = {}
+    for m in lead:
+        for name, value in m.autotune_choices.items():
+            chose[name] = max(chose.get(name, 0), int(value))
+    lead_config = lead[0].config
+    return any(lead_config.get(name) == AUTOTUNE and config.get(name, AUTOTUNE) != AUTOTUNE
+               and config[name] < value for name, value in chose.items())
 
 
 def _peak_rss(ms: list) -> int:

@@ -1001,6 +1001,70 @@ def test_a_config_a_quarter_behind_on_its_best_window_is_not_raced():
     assert searched({1: 10.0, 8: 100.0, 3: 76.0}) == (True, [8, 3, 8, 3, 8, 3])
 
 
+class RatesEnv(TwoCoreEnv):
+    """Each config reads ``rates[key]`` (a list: one per look, the last repeated), on a
+    busy CPU; a config with the map at AUTOTUNE reads AUTOTUNE holding it at ``chose``."""
+
+    def __init__(self, rates, chose=2):
+        super().__init__()
+        self.rates, self.chose, self.looks = rates, chose, {}
+
+    def measure(self, config):
+        from intune_flow.agent.walk import config_key
+        from intune_flow.measurement import Measurement
+        self.t += 1.0
+        key = config_key(config)
+        n = self.looks[key] = self.looks.get(key, -1) + 1
+        rates = self.rates[key]
+        return Measurement(config=dict(config), throughput=rates[min(n, len(rates) - 1)],
+                           seconds=1.0, cpu_util=0.95,
+                           autotune_choices={"map": self.chose} if config["map"] == AUTOTUNE
+                           else {})
+
+
+def test_the_tie_rule_keeps_no_config_that_sets_a_stage_below_what_autotune_ran_it_at():
+    # README-only trial, a heavy map after batch, 20 s: the race returned the map at one
+    # call over the map at AUTOTUNE (held at 2) on means 6% apart, 0.74 of all-AUTOTUNE.
+    from intune_flow.agent.walk import config_key
+    from intune_flow.search.intune import _confirm
+    from intune_flow.search.tracker import Tracker
+    stages = {"read": 8, "prefetch": 2, "pool": 2}
+
+    def race(static_map):
+        hybrid, static = {**stages, "map": AUTOTUNE}, {**stages, "map": static_map}
+        env = RatesEnv({config_key(SPACE.ones()): [10.0], config_key(hybrid): [110.0, 106.0],
+                        config_key(static): [104.0, 100.0]})
+        tr = Tracker(env, "intune", budget_s=1e9, max_steps=5, progress=lambda ev: None)
+        tr.measure(SPACE.ones(), start=True)
+        tr.measure(hybrid)
+        tr.measure(static)
+        _confirm(tr, 2, tie=0.08)
+        return tr.best.config["map"]
+
+    assert race(static_map=1) == AUTOTUNE       # one call where AUTOTUNE ran two
+    assert race(static_map=2) == 2              # AUTOTUNE's own choice, set: predictable
+
+
+def test_the_pool_cut_to_the_cores_takes_the_race_by_leading_it():
+    # README-only trial, two sources mixed by choose_from_datasets, 60 s: the cut pool (2
+    # threads) led the race, and the tie rule took a config with no knob at AUTOTUNE on 8
+    # threads 6% behind it; side by side 2 threads read 1.41x 8.
+    from intune_flow.agent.walk import config_key
+    from intune_flow.search.intune import _confirm
+    from intune_flow.search.tracker import Tracker
+    lead = {"read": 8, "map": AUTOTUNE, "prefetch": 2, "pool": 8}
+    static, cut = {**lead, "map": 8}, {**lead, "pool": 2}
+    env = RatesEnv({config_key(SPACE.ones()): [10.0], config_key(lead): [112.0, 100.0],
+                    config_key(static): [104.0, 98.0], config_key(cut): [104.0]}, chose=2)
+    tr = Tracker(env, "intune", budget_s=1e9, max_steps=6, progress=lambda ev: None)
+    tr.measure(SPACE.ones(), start=True)
+    tr.measure(lead)
+    tr.measure(static)
+    _confirm(tr, 2, tie=0.08, pool_look=True)
+    assert tr.best.config == cut
+    assert tr.outcome().extra["chosen_by"] == "race"
+
+
 def test_on_a_tie_the_race_keeps_the_config_whose_pool_holds_fewer_threads():
     # Two-CPU-maps pipeline, 20 s search: 8 calls per stage on 8 threads led 3 threads by
     # 4% on one look each, and the 8-thread pick read 0.90 of a 2-thread pool side by side.
