@@ -246,8 +246,8 @@ class Walk:
         """Walk on from ``measurement``: it becomes the current and the best config.
 
         Moves tried from any config (and those that lost) are forgotten and the count of
-        measurements without improvement starts again, so the walk may retry its moves (continuous
-        mode re-measures the best config and walks on from the new figure).
+        measurements without improvement starts again, so the walk may retry its moves
+        (continuous mode re-measures the best config and walks on from the new figure).
         ``forget=True`` also forgets every visited config and move streak, for when
         old results no longer describe the machine; ``cpu_budget`` sets the new
         machine's budget. The last move and its gain are kept for the observation.

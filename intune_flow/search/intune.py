@@ -401,9 +401,9 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
              anchor: Measurement | None = None, pool_look: bool = False) -> None:
     """Re-measure the best ``count`` configs of :func:`_contenders`, in a row, and keep the
     one with the best mean of its new looks; among those within ``tie`` of that mean, the
-    one with the fewest knobs at AUTOTUNE. ``anchor`` (the best when the smart start ended) takes the last
-    place in the race when its windows did not rank it in and the last candidate's best
-    window leads its own by no more than ``tie``.
+    one with the fewest knobs at AUTOTUNE. ``anchor`` (the best when the smart start
+    ended) takes the last place in the race when its windows did not rank it in and the
+    last candidate's best window leads its own by no more than ``tie``.
 
     A single noisy window can crown a config that is not the best; a second look at the
     top candidates, taken close together in time, fixes most of it. The candidates are
