@@ -204,8 +204,8 @@ class _Worker(threading.Thread):
                     self._snapshot(it)
                 elif self.snapshots and now >= (self.latest or self.snapshots[0])[0] + ROLL_S:
                     snap = _read_stages(self.pipeline, it)
-                    if snap is not None and len(snap) >= len(self.snapshots[0][1]):
-                        self.latest = (now, snap)   # fewer nodes: some left with the epoch
+                    if snap is not None and not _lost_stages(self.snapshots[0][1], snap):
+                        self.latest = (now, snap)
             if self.snapshots:
                 self._close_stretch(it)
             if self.stretches:
@@ -239,7 +239,7 @@ class _Worker(threading.Thread):
         now = time.perf_counter()
         self.next_stretch_at = now + STRETCH_GAP_S
         at, after = now, _read_stages(self.pipeline, it)
-        if ended and after is not None and len(after) < len(before):
+        if ended and after is not None and _lost_stages(before, after):
             at, after = latest if latest is not None else (now, None)
         if after is not None:       # None: this stretch tells nothing
             self.stretches.append((at - t0, before, after))
@@ -317,6 +317,12 @@ class _SlowWatch:
     def _snap(self, worker: _Worker):
         it = worker.iterator
         return None if it is None else _read_stages(self.pipeline, it)
+
+
+def _lost_stages(before, after) -> bool:
+    """Whether reading ``after`` of an iterator holds fewer stages than its earlier
+    ``before`` (some left the model with their input: an epoch's end, a filled cache)."""
+    return len(after) < len(before)
 
 
 def _read_stages(pipeline, it):
