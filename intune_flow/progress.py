@@ -51,8 +51,13 @@ def format_event(ev: dict) -> str:
         looks = (f"; chosen on {ev['best_looks']} new look(s) averaging {ev['best_mean']:,.0f}/s"
                  if ev.get("best_looks") else "")
         if str(ev.get("chosen_by", "")).endswith("tie rule"):
-            looks += ("; tie rule: a config within the noise of the best with "
-                      + _tie_reason(ev.get("tie_broken") or {}))
+            tie = ev.get("tie_broken") or {}
+            # The lead's figure too: a README-only trial read "best 29,858/s" beside a
+            # 31,584/s window in the history and could not tell why.
+            lead = tie.get("top_mean") or tie.get("top_best")
+            lead = f" ({lead:,.0f}/s)" if lead else ""
+            looks += (f"; tie rule: a config within the noise of the best{lead} with "
+                      + _tie_reason(tie))
         if ev.get("chosen_by") == "race, start kept":
             looks += "; the start kept: the candidates' new looks read below it"
         head = f"[{ev['method']}] done after {ev['step']} steps, {ev.get('elapsed', 0):.1f}s: "

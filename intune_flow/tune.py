@@ -223,6 +223,7 @@ class TuningRun:
         self.started_from: Record | None = None    # the record a warm start began from
         self.history: list[Measurement] = []
         self.notes: list[str] = []
+        self.window_s: float | None = None          # the search's probe window, once set
 
     # -- the run, top to bottom ----------------------------------------------------------
     def execute(self) -> TuneResult:
@@ -418,8 +419,8 @@ class TuningRun:
             # did not read) has its answer in the start: cached with today's figure, so a
             # lucky night's record is not verified against again and again.
             _warn(result, f"the budget of this search held no step beyond the start config "
-                          f"(it took {outcome.seconds:.1f} s, about {per:.1f} s per "
-                          "measurement), so the start config is returned as it was and "
+                          f"(it took {outcome.seconds:.1f} s, measurements {self._cost(per)}), "
+                          "so the start config is returned as it was and "
                           f"nothing was cached; give budget_s at least "
                           f"{self._enough(per, source):.0f} s"
                           f"{_share_note(source, self.policy)}, or a shorter window_s")
@@ -427,7 +428,7 @@ class TuningRun:
         if source == "tuned" and outcome.stopped == "budget" \
                 and measured < self.policy.few_measurements:
             _warn(result, f"the budget of this search held only {measured} measurements "
-                          f"(about {per:.1f} s each): it ended in its first whole-config "
+                          f"({self._cost(per)}): it ended in its first whole-config "
                           "jumps, before the single-knob walk, so a longer search may find a "
                           f"faster config; give budget_s at least "
                           f"{self._enough(per, source):.0f} s")
@@ -576,6 +577,15 @@ class TuningRun:
     def _set_window(self, env, window_s: float) -> None:
         env.window_s = window_s
         env.warmup_s = min(self.policy.probe_warmup_s, window_s / 2)
+        self.window_s = window_s
+
+    def _cost(self, per: float) -> str:
+        """What one measurement of the search cost, in words: more than its window (a
+        README-only trial read 'about 2.9 s each' at a 0.75 s window and took it for a bug)."""
+        if self.window_s is None:
+            return f"about {per:.1f} s each"
+        return (f"about {per:.1f} s each: a {self.window_s:.2f} s window, the rest "
+                "building, warming up and stopping the pipeline")
 
     def _warm_budget(self, per_measurement: float = 0.0) -> float:
         return self.policy.warm_budget(self.options.budget_s, per_measurement)

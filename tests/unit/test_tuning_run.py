@@ -133,6 +133,8 @@ def test_a_budget_the_start_spends_caches_nothing(target, cache):
     r = _run(target, cache, budget_s=1.0, window_s=2.0)
     assert r.source == "tuned" and r.config == r.start_config
     assert any("held no step" in w for w in r.warnings)
+    # A measurement costs more than its window; the warning says which part is the window.
+    assert any("held no step" in w and "a 2.00 s window" in w for w in r.warnings), r.warnings
     assert cache.records("") == []
 
 
@@ -143,7 +145,8 @@ def test_a_cold_search_the_budget_ends_in_its_first_jumps_says_so(target, cache)
     assert short.source == "tuned" and 1 < len(short.history) <= 5, len(short.history)
     # history ends with the confirming probe, which is not the search's
     assert any(f"held only {len(short.history) - 1} measurements" in w
-               and "give budget_s at least" in w for w in short.warnings), short.warnings
+               and "give budget_s at least" in w and "a 2.00 s window" in w
+               for w in short.warnings), short.warnings
     full = _run(target, MemoryCache(), budget_s=40.0, window_s=2.0)
     assert not any("held only" in w for w in full.warnings), full.warnings
     # A scale-out's fallback tunes on what its attempt left of budget_s: the advice counts
