@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import inspect
 import math
 import statistics
 import threading
@@ -54,7 +55,7 @@ import time
 from typing import Mapping
 
 from .bounded import Hung
-from .errors import IntuneError
+from .errors import IntuneError, OptionsError, did_you_mean
 from .measurement import (STATUS_EMPTY, STATUS_ERROR, STATUS_OK, STATUS_OOM, STATUS_TIMEOUT,
                           Measurement)
 from .resources import (WorkerProcesses, current_rss, default_ram_budget, idle_cpu_seconds,
@@ -367,7 +368,7 @@ def _interp(points, t: float, idx: int) -> float:
 def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float = 2.0,
           warmup_s: float = 0.5, subwindows: int = 4, ram_budget: int | str | None = None,
           cpu_budget: float | None = None, timeout_s: float = 30.0,
-          memory=None) -> Measurement:
+          memory=None, **unknown) -> Measurement:
     """Measure ``pipeline`` (a Pipeline, factory or ``"module:attr"``) at ``config``.
 
     ``memory()``, if given, is what the RAM guard holds against ``ram_budget`` instead of
@@ -380,6 +381,11 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
     from .pipeline import Pipeline
 
     where = "probe()"
+    if unknown:     # named, with the near miss, where Python would only say "unexpected"
+        takes = [n for n in inspect.signature(probe).parameters if n != "unknown"]
+        raise OptionsError(f"probe() does not take {', '.join(map(repr, sorted(unknown)))}"
+                           f"{did_you_mean(sorted(unknown), takes)}; its arguments are "
+                           f"{', '.join(takes)}")
     window_s = coerce("window_s", window_s, where=where) or 2.0
     timeout_s = coerce("timeout_s", timeout_s, where=where) or 30.0
     cpu_budget = coerce("cpu_budget", cpu_budget, where=where) or usable_cpus()

@@ -131,7 +131,7 @@ def search_window(budget_s: float) -> float:
     return POLICY.search_window(budget_s)
 
 
-def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
+def tune(pipeline=None, *, budget_s: float = 60.0, cpu_budget: float | None = None,
          ram_budget=None, cache=None, method: str = "intune", strict: bool = False,
          pipeline_kwargs: dict | None = None, window_s: float | None = None,
          timeout_s: float | None = None, progress=None,
@@ -144,7 +144,8 @@ def tune(pipeline, *, budget_s: float = 60.0, cpu_budget: float | None = None,
     service workers: :class:`intune_flow.scaleout.run.ScaleOutRun` picks how many run and
     their knobs; ``result.serve()`` starts them for training. ``demand`` (records/s the
     accelerator consumes) stops it adding workers once the delivered rate meets it.
-    Bad arguments raise a :class:`~intune_flow.errors.ConfigurationError` naming the fix;
+    Bad arguments raise a :class:`~intune_flow.errors.ConfigurationError` naming the fix (a
+    missing or misspelt ``pipeline`` too: ``pipeline`` defaults to None for that);
     failures while tuning return ``source="fallback"``, or raise :class:`TuningError` with
     ``strict=True``.
     """

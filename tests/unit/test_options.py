@@ -77,6 +77,22 @@ def test_a_misspelled_argument_names_the_near_miss_and_a_factory_argument_names_
     with pytest.raises(OptionsError, match=r"does not take 'batch_size' \(the factory's own "
                                            r"arguments go in pipeline_kwargs"):
         tune(REF, batch_size=64)
+    # The pipeline itself misspelt or left out: named as the other arguments are, not
+    # Python's "missing 1 required positional argument" (README-only trial 80).
+    with pytest.raises(OptionsError, match=r"does not take 'pipline' \(did you mean "
+                                           r"'pipline' -> 'pipeline'\?\)"):
+        tune(pipline=REF)
+    with pytest.raises(OptionsError, match="needs pipeline="):
+        tune(budget_s=5)
+
+
+def test_probe_names_a_misspelt_argument_and_the_near_miss():
+    from intune_flow import probe
+
+    with pytest.raises(OptionsError, match=r"probe\(\) does not take 'window' \(did you mean "
+                                           r"'window' -> 'window_s'\?\); its arguments are "
+                                           r"pipeline, config, window_s"):
+        probe(REF, window=0.5)
 
 
 def test_deferred_values_are_left_for_the_run():
