@@ -69,6 +69,15 @@ def _import_ref(ref: str) -> Callable:
         except AttributeError:
             names = sorted(n for n in dir(module) if not n.startswith("_")
                            and callable(getattr(module, n)))
+            if module_name == "__main__" and not did_you_mean([attr], names):
+                # A factory of the script that ran (a Metaflow flow file): its reference
+                # builds inside that script's steps only (README-only trial 80 built a flow's
+                # result from a notebook and was shown the notebook's callables).
+                raise PipelineError(
+                    f"pipeline {ref!r} is a factory defined in the script that was run (its "
+                    f"__main__, such as a flow file), not in this one; give it the factory "
+                    f"again: result.bind(factory).build(), or define the factory in a module "
+                    f"and pass {_FORM}") from None
             raise PipelineError(f"module {module_name!r} has no attribute {attr!r}"
                                 f"{did_you_mean([attr], names)}; callables there: {names}"
                                 f"{_origin(module)}") from None

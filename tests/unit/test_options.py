@@ -224,3 +224,15 @@ def test_the_package_lists_its_lazy_names_and_importing_it_stays_light():
             "sorted(m for m in ('tensorflow', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True []"
+
+
+def test_a_result_of_a_factory_from_another_scripts_main_says_to_bind_it():
+    # README-only trial 80: @intune(pipeline=f) with f in the flow file records
+    # "__main__:f", which builds in the flow's steps; from a notebook, build() listed the
+    # notebook's callables. The message names the fix instead.
+    from intune_flow import TuneResult
+
+    result = TuneResult(config={}, pipeline="__main__:a_factory_only_the_flow_file_has")
+    with pytest.raises(PipelineError, match=r"defined in the script that was run .*"
+                                            r"result\.bind\(factory\)\.build\(\)"):
+        result.build()
