@@ -97,8 +97,9 @@ def unknown_arguments(name: str, unknown, takes) -> str:
     """The message for factory arguments that the factory does not take."""
     return (f"pipeline factory {name} takes no argument(s) {sorted(unknown)}"
             f"{did_you_mean(unknown, takes)}; its "
-            f"arguments after knobs are {list(takes)}. Fix the name in pipeline_kwargs "
-            "(intune-flow's --arg KEY=VALUE on its command line)")
+            f"arguments after knobs are {list(takes)}. Fix the name where you pass them "
+            "(pipeline_kwargs, Pipeline.load(f, **kw) or build(**kw), intune-flow's "
+            "--arg KEY=VALUE)")
 
 
 def _parse(origin: str) -> ast.Module | None:

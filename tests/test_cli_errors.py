@@ -82,3 +82,8 @@ def test_timeout_s_bounds_a_hanging_factory_and_tune_falls_back(tmp_path):
     # tune()'s own bound is 60 s: "1 s" says --timeout-s reached tune() (a CLI that hung
     # instead would be stopped by _cli's subprocess timeout and fail the test)
     assert "did not return within 1 s" in result["reason"], result["reason"]
+    # The human output names the fallback's empty config (README-only trial 80 saw a blank line).
+    proc = _cli("tune", "tests.test_cli_errors:hanging_factory", "--timeout-s", "1",
+                "--budget-s", "2", "--cache", str(tmp_path / "cache"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "config      the factory defaults" in proc.stdout, proc.stdout

@@ -266,4 +266,4 @@ def test_the_step_summary_points_at_the_warnings_tune_logged_instead_of_repeatin
                    warnings=["knob 'read' was tuned to its max (4)"])
     _report(r)
     out = capsys.readouterr().out
-    assert "1 warning(s) logged above" in out and "tuned to its max" not in out
+    assert "1 warning(s) from tune() on stderr" in out and "tuned to its max" not in out

@@ -53,7 +53,7 @@ def _run(args) -> int:
         print(json.dumps(result.to_dict(), indent=1))
         return 0
     print(f"source      {result.source}" + (f"  ({result.reason})" if result.reason else ""))
-    print(f"config      {format_config(result.config)}")
+    print(f"config      {format_config(result.config) or 'the factory defaults'}")
     versus = f", {v}" if (v := result.versus_autotune()) else ""
     print(f"throughput  {result.throughput:,.0f}/s (start {result.start_throughput:,.0f}/s"
           f"{versus})")

@@ -285,8 +285,10 @@ def _report(r) -> None:
     if r.reason and r.source != "fallback":   # tune() has logged why it fell back
         _log("note: " + r.reason)
     if r.warnings:   # tune() logged each where it arose: point at them, do not repeat them
-        _log(f"{len(r.warnings)} warning(s) logged above; also in "
-             "current.intune.result.warnings and on the card")
+        # On stderr, which Metaflow's log can show after this stdout line (README-only
+        # trial 80 read "logged above" with the warnings still to come).
+        _log(f"{len(r.warnings)} warning(s) from tune() on stderr (Metaflow may show them "
+             "after this line); also in current.intune.result.warnings and on the card")
 
 
 def _num(value) -> str:
