@@ -52,6 +52,15 @@ def did_you_mean(names, known) -> str:
     return f" (did you mean {', '.join(hints)}?)" if hints else ""
 
 
+def not_taken(where: str, unknown, known, *, what: str = "arguments", otherwise: str = "") -> str:
+    """The message for arguments ``where`` does not take: each of ``unknown`` named, the near
+    miss among ``known`` (else ``otherwise``), and the ``what`` it takes."""
+    unknown = sorted(unknown)
+    hint = did_you_mean(unknown, known) or otherwise
+    return (f"{where} does not take {', '.join(map(repr, unknown))}{hint}; its {what} are "
+            f"{', '.join(known)}")
+
+
 def describe_error(exc: BaseException, limit: int = 600) -> str:
     """A one-line summary of ``exc`` for logs and fallback reasons, at most ``limit`` characters.
 

@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping
 
-from .errors import CacheError, OptionsError, PipelineError, did_you_mean
+from .errors import CacheError, OptionsError, PipelineError, not_taken
 
 SURFACES = ("tune", "cli", "metaflow", "airflow")
 """Where a user writes tuning arguments; ``probe`` uses the budget and window validators."""
@@ -138,13 +138,12 @@ class TuneOptions:
         """Raise :class:`OptionsError` for any of ``names`` that ``surface`` does not take,
         naming the near miss (``budget`` -> ``budget_s``) and the names it takes."""
         known = cls.names(surface)
-        unknown = sorted(set(names) - set(known))
+        unknown = set(names) - set(known)
         if unknown:
-            hint = did_you_mean(unknown, known)
-            if not hint and "pipeline_kwargs" in known:
-                hint = " (the factory's own arguments go in pipeline_kwargs={...})"
-            raise OptionsError(f"{where or 'tune()'} does not take {', '.join(map(repr, unknown))}"
-                               f"{hint}; its tuning arguments are {', '.join(known)}")
+            otherwise = (" (the factory's own arguments go in pipeline_kwargs={...})"
+                         if "pipeline_kwargs" in known else "")
+            raise OptionsError(not_taken(where or "tune()", unknown, known,
+                                         what="tuning arguments", otherwise=otherwise))
 
     @classmethod
     def names(cls, surface: str = "tune") -> tuple[str, ...]:

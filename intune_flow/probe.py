@@ -55,7 +55,7 @@ import time
 from typing import Mapping
 
 from .bounded import Hung
-from .errors import IntuneError, OptionsError, did_you_mean
+from .errors import IntuneError, OptionsError, not_taken
 from .measurement import (STATUS_EMPTY, STATUS_ERROR, STATUS_OK, STATUS_OOM, STATUS_TIMEOUT,
                           Measurement)
 from .resources import (WorkerProcesses, current_rss, default_ram_budget, idle_cpu_seconds,
@@ -383,9 +383,7 @@ def probe(pipeline, config: Mapping[str, int] | None = None, *, window_s: float 
     where = "probe()"
     if unknown:     # named, with the near miss, where Python would only say "unexpected"
         takes = [n for n in inspect.signature(probe).parameters if n != "unknown"]
-        raise OptionsError(f"probe() does not take {', '.join(map(repr, sorted(unknown)))}"
-                           f"{did_you_mean(sorted(unknown), takes)}; its arguments are "
-                           f"{', '.join(takes)}")
+        raise OptionsError(not_taken(where, unknown, takes))
     window_s = coerce("window_s", window_s, where=where) or 2.0
     timeout_s = coerce("timeout_s", timeout_s, where=where) or 30.0
     cpu_budget = coerce("cpu_budget", cpu_budget, where=where) or usable_cpus()

@@ -54,8 +54,8 @@ def format_event(ev: dict) -> str:
             tie = ev.get("tie_broken") or {}
             # The lead's figure too: a README-only trial read "best 29,858/s" beside a
             # 31,584/s window in the history and could not tell why.
-            lead = tie.get("top_mean") or tie.get("top_best")
-            lead = f" ({lead:,.0f}/s)" if lead else ""
+            top = tie.get("top_mean") or tie.get("top_best")
+            lead = f" ({top:,.0f}/s)" if top else ""
             looks += (f"; tie rule: a config within the noise of the best{lead} with "
                       + _tie_reason(tie))
         if ev.get("chosen_by") == "race, start kept":
