@@ -298,7 +298,8 @@ def smart_start(walk, measure, trim: bool = True, deepen: bool = False) -> None:
     (a stage whose calls wait on a lock or on memory reads as saturated, and
     growing it alone does not pay, or the stage that limits has no signal), by
     scaling every stage together, and then once more by signals, to trim what
-    the scaling over-provisioned. ``trim=False`` keeps the scaling's pools (:func:`scale_out`).
+    the scaling over-provisioned. ``trim=False`` lets the scaling grow the pools past the
+    cores (:func:`scale_out`) and skips the pool searches after it.
 
     When the signals held and the best keeps the CPU busy, more capacity cannot come from
     threads; with ``deepen`` (tf.data) the stages get one scaling jump all the same
@@ -389,14 +390,22 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
     measurements on the half step and a one-thread pool (1,936 records/s) instead, and
     returned 0.40 of the best known (full run of 9f02ef2, 21:31-22:19 UTC 2026-12-06).
 
-    ``trim=False`` skips the pool cuts and the cap at the cores: where the framework's own
-    tuner, on one thread per core, left the CPU idle, a stage waits on something other than
-    the CPU, and a pool cut to the cores caps its calls in flight (on 2 cores a read of 4 ms
-    GETs at 64 calls read 5,000 records/s on 256 threads and 690 on 3); such a pool grows
-    with the calls it serves instead (:func:`pools_sized`), on every round: its CPU headroom
-    lets it grow on an idle CPU, and a CPU just under ``BUSY_CPU`` has little left (those
-    GETs with a CPU transform, the CPU at 77%: on 48 threads 44 busy, 7,000 records/s; on
-    192 threads 46 busy, 6,350).
+    ``trim=False`` skips the cap at the cores: where the framework's own tuner, on one
+    thread per core, left the CPU idle, a stage waits on something other than the CPU, and a
+    pool cut to the cores caps its calls in flight (on 2 cores a read of 4 ms GETs at 64
+    calls read 5,000 records/s on 256 threads and 690 on 3); such a pool grows with the
+    calls it serves instead (:func:`pools_sized`), on every round: its CPU headroom lets it
+    grow on an idle CPU, and a CPU just under ``BUSY_CPU`` has little left (those GETs with
+    a CPU transform, the CPU at 77%: on 48 threads 44 busy, 7,000 records/s; on 192 threads
+    46 busy, 6,350). The pool cut after scaling rounds that all paid stays: it is tried
+    only where the best holds a pool past twice the cores on a busy CPU
+    (:func:`pool_trimmed`), one measurement that matters where AUTOTUNE's one window
+    misread the CPU as idle (a round that lost is not cut: at 64 calls on 128 threads a
+    latency-bound read can keep the CPU busy and lose, and 3 threads would starve it). The suite's
+    ``interleave`` put AUTOTUNE's window at 0.80 of the CPU in one search and 0.76 in
+    another, whose scaling then kept 32 threads on 2 cores at 0.91 busy (29,300 records/s)
+    and ended at 0.68 of the best known, 16 calls per stage on 3 threads (full run of
+    29ea074, 03:52-04:37 UTC 2026-12-07).
     """
     if not walk.best.ok:
         return
@@ -428,8 +437,7 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
             if cfg is not None:
                 walk.jump(cfg, measure)
         return
-    if trim:
-        trim_pool(walk, measure)
+    trim_pool(walk, measure)
 
 
 def deepened(space: KnobSpace, m: Measurement, cores: float, trim: bool = True,

@@ -169,8 +169,8 @@ def _warm_up(tr: Tracker, env, walk: Walk, heuristics: bool = True,
     """Before the policy's moves: the memory guard, the AUTOTUNE floor, the smart start
     (the memory guard only without ``heuristics``). The smart start's jumps stop at the
     ``reserve`` measurements kept for the end (raising :class:`_Reserved`), less the
-    ``hybrid``'s where the end has none to measure (:func:`_end_reserve`). It cuts a pool
-    its scaling overgrew back to the cores unless AUTOTUNE, measured here, left the CPU idle
+    ``hybrid``'s where the end has none to measure (:func:`_end_reserve`). Its scaling
+    holds the pools near the cores unless AUTOTUNE, measured here, left the CPU idle
     (:func:`~intune_flow.agent.moves.scale_out`). Where the framework has its own tuner, a
     stage the smart start left saturated at its maximum gets the hybrid config then, not
     only at the end (:func:`~intune_flow.agent.moves.unpin`)."""

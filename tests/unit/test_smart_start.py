@@ -521,6 +521,50 @@ def test_a_pool_scaled_from_an_idle_cpu_that_kept_it_busy_is_cut_back_to_the_cor
     assert out.best.config["pool"] == 3
 
 
+class MisreadIdleEnv(TwoCoreEnv):
+    """The generality suite's interleave on 2 cores, read as idle before its scaling: more
+    calls per stage pay up to their maximum (16), every pool thread past 3 costs a little,
+    and from 4 calls per stage on the CPU is busy."""
+
+    def __init__(self):
+        super().__init__()
+        self.space = KnobSpace((Knob("read", "parallelism", 1, 16, 1),
+                                Knob("map", "parallelism", 1, 16, 1),
+                                Knob("prefetch", "buffer", 1, 64, 1),
+                                Knob("pool", "threads", 1, 256, 1)))
+
+    def measure(self, config):
+        import math
+        from intune_flow.measurement import Measurement
+        self.t += 1.0
+        calls = min(config["read"], config["map"])
+        rate = 1000.0 * math.log2(1 + calls) / (1 + max(0, config["pool"] - 3) / 64)
+        return Measurement(config=dict(config), throughput=rate, seconds=1.0,
+                           cpu_util=0.9 if calls >= 4 else 0.6)
+
+
+def test_a_pool_the_scaling_grew_for_waiting_calls_is_cut_where_the_cpu_turned_out_busy():
+    """``trim=False`` (all-AUTOTUNE's one window read the CPU idle) lets the scaling grow the
+    pool with the stages; where its rounds all paid and the best holds 32 threads on a busy
+    CPU, the pool cut to the cores is still measured once, and wins here. A round that lost
+    is not cut (``test_the_scaling_keeps_its_pool_where_autotune_left_the_cpu_idle``)."""
+    from intune_flow.agent.moves import scale_out
+    from intune_flow.agent.walk import Walk
+
+    env = MisreadIdleEnv()
+    start = env.measure({"read": 1, "map": 1, "prefetch": 1, "pool": 2})
+    walk = Walk(env.space, start, cpu_budget=2, ram_budget=1 << 30)
+    jumps = []
+
+    def measure(config):
+        jumps.append(dict(config))
+        return env.measure(config)
+
+    scale_out(walk, measure, trim=False)
+    assert [j["pool"] for j in jumps] == [8, 32, 3]
+    assert walk.best.config == {"read": 16, "map": 16, "prefetch": BUFFER_FLOOR, "pool": 3}
+
+
 WIDE_POOL = KnobSpace((*SPACE.knobs[:3], Knob("pool", "threads", 1, 256, 1)))
 
 
