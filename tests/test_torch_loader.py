@@ -163,3 +163,15 @@ def test_a_config_that_builds_a_loader_already_measured_is_not_measured_again(mo
     assert again.same_as is None and probed == [first.config] * 2
     with_workers = [env.measure({"workers": 3, "prefetch": f}) for f in (2, 4)]
     assert [m.same_as for m in with_workers] == [None, None] and len(probed) == 4
+
+
+def test_the_probe_command_says_what_autotune_stands_for_on_a_dataloader(capsys):
+    """A DataLoader has no AUTOTUNE: ``probe --config autotune`` runs the values it stands
+    for here (one worker per core, two batches per worker) and prints them."""
+    from intune_flow.cli import main
+
+    assert main(["probe", "tests.test_torch_loader:loader", "--config", "autotune",
+                 "--cpu-budget", "2", "--window-s", "0.3", "--warmup-s", "0.1"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert head.endswith("config workers=autotune,prefetch=autotune "
+                         "(runs as workers=2,prefetch=2)"), head

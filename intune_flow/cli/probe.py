@@ -89,8 +89,12 @@ def _run(args) -> int:
     except ValueError as exc:
         raise IntuneError(f"--ram-budget: {exc}") from None
     if not args.json:
-        print(f"{pipeline.name} [{pipeline.framework}] config "
-              f"{format_config(pipeline.space.validate(config))}", flush=True)
+        asked = pipeline.space.validate(config)
+        ran = pipeline.resolve(asked, args.cpu_budget)
+        # torchdata and the DataLoader have no AUTOTUNE: say what it stood for here
+        runs_as = f" (runs as {format_config(ran)})" if ran != asked else ""
+        print(f"{pipeline.name} [{pipeline.framework}] config {format_config(asked)}{runs_as}",
+              flush=True)
     runs = []
     for i in range(args.repeat):
         runs.append(probe(pipeline, config, window_s=args.window_s, warmup_s=args.warmup_s,
