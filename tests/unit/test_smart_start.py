@@ -565,6 +565,41 @@ def test_a_pool_the_scaling_grew_for_waiting_calls_is_cut_where_the_cpu_turned_o
     assert walk.best.config == {"read": 16, "map": 16, "prefetch": BUFFER_FLOOR, "pool": 3}
 
 
+class HeldPoolEnv(TwoCoreEnv):
+    """A busy 2-core CPU where each pool thread keeps 3 calls fed and calls past that only
+    queue: the shape of the generality suite's ``mixed_sources``, whose parses (without a
+    signal) want more pool threads than a busy CPU's 3."""
+
+    def measure(self, config):
+        import math
+        from intune_flow.measurement import Measurement
+        self.t += 1.0
+        calls, fed = min(config["read"], config["map"]), 3 * config["pool"]
+        rate = 1000.0 * math.log2(1 + min(calls, fed)) / (1 + max(0, calls - fed) / 4)
+        return Measurement(config=dict(config), throughput=rate, seconds=1.0, cpu_util=0.9)
+
+
+def test_a_half_step_that_won_after_a_round_held_by_its_pool_steps_on():
+    """From a busy start the x4 round holds the pool at 3 threads and loses; the half step,
+    scaled alone, doubles the pool and wins; one more half step, at the lost round's stages
+    on the half step's pool, is measured, and wins here."""
+    from intune_flow.agent.moves import scale_out
+    from intune_flow.agent.walk import Walk
+
+    env = HeldPoolEnv()
+    start = env.measure({"read": 4, "map": 4, "prefetch": 2, "pool": 3})
+    walk = Walk(SPACE, start, cpu_budget=2, ram_budget=1 << 30)
+    jumps = []
+
+    def measure(config):
+        jumps.append((config["read"], config["pool"]))
+        return env.measure(config)
+
+    scale_out(walk, measure)
+    assert jumps == [(16, 3), (8, 6), (16, 6)]
+    assert walk.best.config == {"read": 16, "map": 16, "prefetch": 2, "pool": 6}
+
+
 WIDE_POOL = KnobSpace((*SPACE.knobs[:3], Knob("pool", "threads", 1, 256, 1)))
 
 
