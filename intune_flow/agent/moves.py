@@ -11,7 +11,8 @@ obvious in whole-config jumps; the single-knob moves after them are the policy's
   else, on any CPU, to the calls they serve (:func:`pools_sized`); on tf.data the signals'
   allocation gets one scaling jump of its stages, pools held as in a scaling
   (:func:`deepened`); after scaling, a pool grown far past the cores of a busy CPU is cut
-  back once (:func:`pool_trimmed`), and when a re-allocation or a scaling did not pay on
+  back once (:func:`pool_trimmed`), a half step that beat a lost round steps on once at
+  that round's stages (:func:`step_past`), and when a re-allocation or a scaling did not pay on
   an idle CPU its stages are tried on a one-thread pool (:func:`pool_serialized`: GIL
   contention); last, on a busy CPU, a pool held near the cores whose busy share misses
   stages the signals do not see is tried at twice its size (:func:`pool_doubled`), and a
