@@ -12,8 +12,8 @@ obvious in whole-config jumps; the single-knob moves after them are the policy's
   allocation gets one scaling jump of its stages, pools held as in a scaling
   (:func:`deepened`); after scaling, a pool grown far past the cores of a busy CPU is cut
   back once (:func:`pool_trimmed`), a half step that beat a lost round steps on once at
-  that round's stages (:func:`step_past`), and when a re-allocation or a scaling did not pay on
-  an idle CPU its stages are tried on a one-thread pool (:func:`pool_serialized`: GIL
+  that round's stages (:func:`step_past`), and when a re-allocation or a scaling did not
+  pay on an idle CPU its stages are tried on a one-thread pool (:func:`pool_serialized`: GIL
   contention); last, on a busy CPU, a pool held near the cores whose busy share misses
   stages the signals do not see is tried at twice its size (:func:`pool_doubled`), and a
   best whose pools grew past the cores is tried at twice them and between
@@ -403,11 +403,11 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
     only where the best holds a pool past twice the cores on a busy CPU
     (:func:`pool_trimmed`), one measurement that matters where AUTOTUNE's one window
     misread the CPU as idle (a round that lost is not cut: at 64 calls on 128 threads a
-    latency-bound read can keep the CPU busy and lose, and 3 threads would starve it). The suite's
-    ``interleave`` put AUTOTUNE's window at 0.80 of the CPU in one search and 0.76 in
-    another, whose scaling then kept 32 threads on 2 cores at 0.91 busy (29,300 records/s)
-    and ended at 0.68 of the best known, 16 calls per stage on 3 threads (full run of
-    29ea074, 03:52-04:37 UTC 2026-12-07).
+    latency-bound read can keep the CPU busy and lose, and 3 threads would starve it).
+    The suite's ``interleave`` put AUTOTUNE's window at 0.80 of the CPU in one search and
+    0.76 in another, whose scaling then kept 32 threads on 2 cores at 0.91 busy (29,300
+    records/s) and ended at 0.68 of the best known, 16 calls per stage on 3 threads (full
+    run of 29ea074, 03:52-04:37 UTC 2026-12-07).
     """
     if not walk.best.ok:
         return
@@ -446,8 +446,9 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
 
 def step_past(walk, measure, trim: bool = True) -> None:
     """From a half step that won after a lost scaling round, one more half step: the stages
-    at the lost round's size, the pools at the half step's or held as a busy CPU's are
-    (:func:`pools_held`); nothing where that is the lost round itself (visited).
+    at the lost round's size, the pools grown with them, or held (:func:`pools_held`) where
+    the half step kept the CPU busy or ``trim`` is off; nothing where that config is the
+    lost round itself (visited).
 
     A round scaled from a busy best holds its pools near the cores, and the half step after
     it, scaled alone, doubles them: the round may have lost to the pool it held, not to its
@@ -455,7 +456,7 @@ def step_past(walk, measure, trim: bool = True) -> None:
     of ``sample_from_datasets``, have no signal) read 18,100 records/s at 16 calls per stage
     on 3 threads and 25,900 at 8 on 6; its 60 s search ended on 8 calls, 0.88 of the 16
     calls on 8 threads that its 20 s search, whose pool had grown from an idle start, found
-    (full run of d369764, 05:32-06:19 UTC 2026-12-07)."""
+    (full run of 50bff09, 05:32-06:19 UTC 2026-12-07)."""
     best = walk.best
     cfg = scaled(walk.space, best.config, math.sqrt(SCALE_FACTOR), best.elements_per_s)
     if cfg is None or pools_only(walk.space, best.config, cfg):
