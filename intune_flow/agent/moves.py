@@ -417,8 +417,7 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
         busy = walk.best.own_share >= BUSY_CPU
         if cfg is None or (busy and pools_only(walk.space, walk.best.config, cfg)):
             break
-        if busy or not trim:
-            cfg = pools_held(walk.space, cfg, walk.best, walk.cpu_budget, trim)
+        cfg = round_pools(walk, cfg, walk.best, trim)
         before = walk.best
         m = walk.jump(cfg, measure)
         if walk.best is not before:
@@ -435,7 +434,7 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
                 and m.cpu_busy < BUSY_CPU:
             uncontend(walk, measure, 1.0, stepped)
         elif stepped is walk.best:
-            step_past(walk, measure, trim)
+            step_past(walk, measure, half, trim)
         if i == 0 and walk.best is before:
             cfg = scaled(walk.space, walk.best.config, 1 / half)
             if cfg is not None:
@@ -444,11 +443,19 @@ def scale_out(walk, measure, factor: float = SCALE_FACTOR, rounds: int = SCALE_R
     trim_pool(walk, measure)
 
 
-def step_past(walk, measure, trim: bool = True) -> None:
-    """From a half step that won after a lost scaling round, one more half step: the stages
-    at the lost round's size, the pools grown with them, or held (:func:`pools_held`) where
-    the half step kept the CPU busy or ``trim`` is off; nothing where that config is the
-    lost round itself (visited).
+def round_pools(walk, config: dict, m: Measurement, trim: bool = True) -> dict:
+    """``config``, a scaling round of ``m``'s config, with its pools held
+    (:func:`pools_held`) where ``m`` kept the CPU busy or ``trim`` is off; as scaled
+    otherwise."""
+    if m.own_share >= BUSY_CPU or not trim:
+        return pools_held(walk.space, config, m, walk.cpu_budget, trim)
+    return config
+
+
+def step_past(walk, measure, half: float, trim: bool = True) -> None:
+    """From a half step (a scaling by ``half``) that won after a lost scaling round, one
+    more: the stages at the lost round's size, the pools as a round's
+    (:func:`round_pools`); nothing where that config is the lost round itself (visited).
 
     A round scaled from a busy best holds its pools near the cores, and the half step after
     it, scaled alone, doubles them: the round may have lost to the pool it held, not to its
@@ -458,12 +465,9 @@ def step_past(walk, measure, trim: bool = True) -> None:
     calls on 8 threads that its 20 s search, whose pool had grown from an idle start, found
     (full run of 50bff09, 05:32-06:19 UTC 2026-12-07)."""
     best = walk.best
-    cfg = scaled(walk.space, best.config, math.sqrt(SCALE_FACTOR), best.elements_per_s)
-    if cfg is None or pools_only(walk.space, best.config, cfg):
-        return
-    if best.own_share >= BUSY_CPU or not trim:
-        cfg = pools_held(walk.space, cfg, best, walk.cpu_budget, trim)
-    walk.jump(cfg, measure)
+    cfg = scaled(walk.space, best.config, half, best.elements_per_s)
+    if cfg is not None and not pools_only(walk.space, best.config, cfg):
+        walk.jump(round_pools(walk, cfg, best, trim), measure)
 
 
 def deepened(space: KnobSpace, m: Measurement, cores: float, trim: bool = True,
