@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import re
 import statistics
@@ -127,15 +128,30 @@ def write_json(name: str, data: dict, out_dir: Path = RESULTS) -> Path:
 
 
 def write_outputs(name: str, title: str, data: dict, table: str, plot, out_dir: Path,
-                  readme: Path | None = None, markers: tuple[str, str] = ("", "")) -> None:
+                  readme: Path | None = None, markers: tuple[str, str] = ("", ""),
+                  image: str | None = None) -> None:
     """``name``.json, ``name``.md (``table`` under ``title``) and ``name``.png
     (``plot(data, path)``) in ``out_dir``; with ``readme``, its block between ``markers``
-    becomes ``table``."""
+    becomes ``table``. With ``image`` (its alt text), each of them ends on the plot, linked
+    relative to the file that shows it."""
+    png = out_dir / f"{name}.png"
+    md = out_dir / f"{name}.md"
+
+    def shown_in(doc: Path) -> str:
+        return table if image is None else table + image_link(image, png, doc) + "\n\n"
     write_json(name, data, out_dir)
-    (out_dir / f"{name}.md").write_text(f"# {title}\n\n" + table)
-    plot(data, out_dir / f"{name}.png")
+    md.write_text(f"# {title}\n\n" + shown_in(md))
+    plot(data, png)
     if readme is not None:
-        replace_block(readme, *markers, table)
+        replace_block(readme, *markers, shown_in(readme))
+
+
+def image_link(alt: str, png: Path, doc: Path) -> str:
+    """Markdown showing ``png`` from ``doc``: the path relative to ``doc``'s folder, so the
+    picture shows wherever the two files lie (a link from the repository's root breaks in
+    benchmarks/results/*.md)."""
+    rel = os.path.relpath(Path(png).resolve(), Path(doc).resolve().parent)
+    return f"![{alt}]({Path(rel).as_posix()})"
 
 
 def save_plot(fig, path: Path) -> None:

@@ -281,9 +281,7 @@ def render(data: dict) -> str:
                  ""]
     table = md_table(["pipeline", "shape", "AUTOTUNE", *(f"tune {b:g} s" for b in budgets),
                       f"tune {budgets[-1]:g} s / AUTOTUNE", "best known", "targets"], rows)
-    plot_path = "benchmarks/results/" + ("quick/" if meta["mode"] == "quick" else "")
-    return ("\n".join(head) + "\n" + table + "\n\n" + hybrids(data)
-            + f"![generality]({plot_path}generality.png)\n\n")
+    return "\n".join(head) + "\n" + table + "\n\n" + hybrids(data)
 
 
 def hybrids(data: dict) -> str:
@@ -329,7 +327,7 @@ def plot(data: dict, path: Path) -> None:
 
 def write_outputs(data: dict, out_dir: Path, readme: Path | None) -> None:
     common.write_outputs("generality", "Generality suite", data, render(data), plot, out_dir, readme,
-                         (START, END))
+                         (START, END), image="generality")
 
 
 def _trace(history) -> list[dict]:

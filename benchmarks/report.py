@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .common import RESULTS, md_table, replace_block
+from .common import RESULTS, image_link, md_table, replace_block
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 BENCH_README = Path(__file__).resolve().parent / "README.md"
@@ -122,17 +122,29 @@ def plot_real(real: dict, path: Path) -> None:
 
 
 def write_all(suffix: str = "", update_readme: bool = True) -> None:
-    sections = []
     real, nightly, training = (_load(n + suffix) for n in ("real", "nightly", "training"))
     warm = _load("warm_start") if not suffix else None
+    png = RESULTS / f"real{suffix}.png"
+    if real:
+        plot_real(real, png)
+    summary = RESULTS / f"summary{suffix}.md"
+    summary.write_text(_sections(real, nightly, training, warm, suffix, png, summary) + "\n")
+    if update_readme:
+        replace_block(BENCH_README, START, END,
+                      _sections(real, nightly, training, warm, suffix, png, BENCH_README) + "\n")
+        replace_block(README, START, END, headline(real, nightly, training, suffix, warm) + "\n")
+
+
+def _sections(real, nightly, training, warm, suffix: str, png, doc: Path) -> str:
+    """The full tables, as ``doc`` shows them (its link to the plot relative to it)."""
+    sections = []
     sim_md = RESULTS / f"sim{suffix}.md"
     if real:
-        plot_real(real, RESULTS / f"real{suffix}.png")
         m = real["machine"]
         sections.append(f"### Real pipelines ({m['usable_cpus']:g} usable cores of {m['host_cpus']}, "
                         f"{m['ram_gib']} GiB, {m['cpu_model']}; {m['date']})\n\n"
                         f"Reproduce: `{real['command']}`\n\n{real_table(real)}\n"
-                        f"![real pipelines](benchmarks/results/real{suffix}.png)\n")
+                        f"{image_link('real pipelines', png, doc)}\n")
     if nightly:
         sections.append(f"### Nightly retraining, 8 nights\n\nReproduce: `{nightly['command']}`\n\n"
                         f"{nightly_table(nightly)}\n")
@@ -146,11 +158,7 @@ def write_all(suffix: str = "", update_readme: bool = True) -> None:
         body = sim_md.read_text().strip()
         body = body.split("\n", 1)[1].strip() if body.startswith("# ") else body
         sections.append(f"### Simulated machines\n\n{body}\n")
-    text = "\n".join(sections)
-    (RESULTS / f"summary{suffix}.md").write_text(text + "\n")
-    if update_readme:
-        replace_block(BENCH_README, START, END, text + "\n")
-        replace_block(README, START, END, headline(real, nightly, training, suffix, warm) + "\n")
+    return "\n".join(sections)
 
 
 def warm_sentence(warm: dict) -> str:
@@ -201,7 +209,7 @@ def headline(real, nightly, training, suffix: str = "", warm=None) -> str:
                    "again against Optuna's and intune's, so that the noise which crowned it "
                    "does not also count against the others: median share over paired rounds, "
                    "with its 90% interval (see benchmarks/README.md).\n")
-        out.append(f"![real pipelines](benchmarks/results/real{suffix}.png)\n")
+        out.append(image_link("real pipelines", RESULTS / f"real{suffix}.png", README) + "\n")
     if nightly:
         t = nightly["totals"]
         out.append(f"**Eight nights** (night 4 on half the cores, night 6 a changed schema; "
