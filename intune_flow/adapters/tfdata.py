@@ -61,10 +61,12 @@ def finalize(ds, config: dict, implicit: tuple[str, ...]):
 
 def spec_schema(ds, batched: bool | None = None) -> tuple[dict, bool, int | None]:
     """Schema from ``element_spec``: batched when leading dims are unknown (``batch()``
-    without ``drop_remainder``), equal the size of a ``batch()`` found in the graph, or,
-    with no ``batch()``, are one static size above 1 shared by every leaf of a structure
-    of several (an element that is a block of rows: a row group, an object; a lone
-    tensor stays one record, as a vector or an image is). A leaf of unknown rank (a
+    without ``drop_remainder``), are the size of a ``batch()`` found in the graph or
+    unknown (a map after ``batch(drop_remainder=True)`` whose output loses the static
+    size on some leaf: a ragged feature padded with ``to_tensor()``), or, with no
+    ``batch()``, are one static size above 1 shared by every leaf of a structure of
+    several (an element that is a block of rows: a row group, an object; a lone tensor
+    stays one record, as a vector or an image is). A leaf of unknown rank (a
     ``numpy_function``'s output) under a ``batch()`` has at least the batch dimension:
     ``[None]``. ``batched`` (the factory stated its records per element) overrides the guess."""
     size = batch_size(ds)
@@ -80,7 +82,7 @@ def spec_schema(ds, batched: bool | None = None) -> tuple[dict, bool, int | None
         leading = {dims[0] if dims else "scalar" for _, _, dims in leaves}
         block = (size is None and len(leaves) > 1 and len(leading) == 1
                  and isinstance(next(iter(leading)), int) and next(iter(leading)) > 1)
-        batched = leading == {None} or leading == {size} or block
+        batched = leading == {None} or (size is not None and leading <= {None, size}) or block
     return normalize_schema(leaves, batched=batched)
 
 
