@@ -307,9 +307,10 @@ def smart_start(walk, measure, trim: bool = True, deepen: bool = False) -> None:
     (:func:`deepened`), and the scaling goes on only if it wins.
 
     Last, where the pools were held near the cores, a pool whose busy share misses stages
-    the signals do not see is tried at twice its size once (:func:`unhide_pool`), and a
+    the signals do not see is tried at twice its size once (:func:`unhide_pool`), a
     best whose pools grew past the cores has them searched a little further
-    (:func:`follow_pool`).
+    (:func:`follow_pool`), and one that still holds them near the cores has them tried at
+    the cores (:func:`pool_to_cores`).
     """
     start = walk.best
     if rebalance(walk, measure) and explained(walk.space, walk.best) and not (
@@ -324,6 +325,7 @@ def smart_start(walk, measure, trim: bool = True, deepen: bool = False) -> None:
     if trim:
         unhide_pool(walk, measure)
         follow_pool(walk, measure)
+        pool_to_cores(walk, measure)
 
 
 def rebalance(walk, measure, rounds: int = REBALANCE_ROUNDS) -> bool:
@@ -697,6 +699,27 @@ def follow_pool(walk, measure) -> None:
     mid = pools_between(walk.space, best.config, up)
     if mid is not None:
         walk.jump(mid, measure)
+
+
+def pool_to_cores(walk, measure) -> None:
+    """Where the best keeps a busy CPU on thread pools held near the cores (above them, at
+    most ``POOL_PER_CORE`` threads per core: held, not grown by a move that won), one jump
+    to them at the cores (:func:`pool_at_cores`).
+
+    The busy-CPU hold is the best known on most such pipelines, but not on all, and the
+    walk's one-knob moves from it rarely go down: README-only trial 79's CSV pipeline
+    (interleaved reads, decode, filter, hashed crosses) read 13,300 records/s on 3 threads
+    and 13,800 on tf.data's pool of 2, side by side, and its 60 s search tried 4, 6 and 8
+    threads, never 2 (0.93 of the best known); trial 61's ``filter`` + ``padded_batch``
+    pipeline read 14,400-16,300 on 3-4 threads and 21,900-22,600 on 2. The end race
+    re-measures it with the other contenders."""
+    best = walk.best
+    pools = static_pools(walk.space, best.config)
+    if not pools or any(best.config[k.name] > _cores_pool(k, walk.cpu_budget) for k in pools):
+        return
+    cfg = pool_at_cores(walk.space, best, walk.cpu_budget)
+    if cfg is not None:
+        walk.jump(cfg, measure)
 
 
 def _pools_cut(space: KnobSpace, m: Measurement, above: float, threads: float) -> dict | None:

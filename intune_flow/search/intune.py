@@ -99,7 +99,7 @@ def _intune(tr: Tracker, env, rng, *, policy_state, seed, continuous, learn,
             if env.cpu_budget != cores:
                 cores = _reallocate(tr, env, walk, cores)
             obs, mask = _observe(tr, walk, allow_stop=walk.since_improvement >= STOP_AFTER)
-            ending = _reached(tr, _end_reserve(tr, env, walk, reserve, hybrid)) and \
+            ending = _reached(tr, _end_reserve(tr, env, walk, reserve, hybrid, pool)) and \
                 _end_has_work(tr, env, walk)
             action, end = _act(agent, walk, obs, mask, ending=ending, variant=variant, rng=rng)
             if end is not None:
@@ -143,17 +143,26 @@ def _reached(tr: Tracker, reserve: float | None) -> bool:
 
 
 def _end_reserve(tr: Tracker, env, walk: Walk, reserve: float | None,
-                 hybrid: int) -> float | None:
+                 hybrid: int, pool: int = 0) -> float | None:
     """The measurements the end of the search still needs: ``reserve``, less the ``hybrid``
     one where the end has no hybrid to measure (the smart start measured the best's,
     :func:`~intune_flow.agent.moves.unpin`, or the CPU is busy: :func:`_end_hybrid`), so
     the walk takes that measurement instead of the race's extra rounds. The generality
     suite's ``own_pool`` at 20 s (full run of 2639660) spent its one walk step on the GETs
     back at 128 calls, then three looks on a race of two configs 41% apart; its 60 s
-    search found the cross at 8 calls, 12% ahead, on the walk step after that one."""
-    if reserve is None or not hybrid or _end_hybrid(tr, env, walk) is not None:
+    search found the cross at 8 calls, 12% ahead, on the walk step after that one.
+    Likewise less the ``pool`` one where the best has no pool to cut to the cores (an idle
+    CPU, or the pool already there) or the cut is already measured
+    (:func:`~intune_flow.agent.moves.pool_to_cores`): it races on its own looks."""
+    if reserve is None:
         return reserve
-    return reserve - hybrid
+    if hybrid and _end_hybrid(tr, env, walk) is None:
+        reserve -= hybrid
+    if pool:
+        cut = pool_at_cores(env.space, walk.best, env.cpu_budget)
+        if cut is None or config_key(cut) in _raceable(tr):
+            reserve -= pool
+    return reserve
 
 
 def _end_has_work(tr: Tracker, env, walk: Walk) -> bool:
@@ -458,7 +467,8 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
     busy: the busy-CPU rule's ``POOL_PER_CORE`` threads per core is right on most such
     pipelines and far off on some, by more than one window's noise only on average. It
     is chosen only when its look leads the race; the tie rule does not take it, as it is
-    most often one look at a config the walk never measured (the generality suite's
+    most often one look at a config the walk never measured, or measured once in the smart
+    start (:func:`~intune_flow.agent.moves.pool_to_cores`; the generality suite's
     ``interleave`` at 60 s: the rule took it 5.5% behind the lead, and it read 0.93 of the
     best known in that run, 0.89 side by side after it).
     """
@@ -472,12 +482,13 @@ def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
         top[-1] = own
     top = [(ms[0].config, ms) for ms in top]
     cut = pool_at_cores(tr.env.space, max(top[0][1], key=lambda x: x.throughput),
-                        tr.env.cpu_budget) if pool_look and 0 < len(top) < left else None
-    cut_key = config_key(cut) if cut is not None else None
-    challenger = None
-    if cut is not None and all(config_key(c) != cut_key for c, _ in top):
-        top.append((cut, seen.get(cut_key, [])))
-        challenger = cut_key
+                        tr.env.cpu_budget) if top else None
+    # The cut is a challenger also where the walk measured it already (the smart start's
+    # pool_to_cores) and it races on those looks: its windows may be the lucky ones.
+    challenger = config_key(cut) if cut is not None else None
+    if challenger is not None and pool_look and len(top) < left and \
+            all(config_key(c) != challenger for c, _ in top):
+        top.append((cut, seen.get(challenger, [])))
     if len(top) < 2:
         _tie_unraced(tr, seen.values(), tie)
         return
