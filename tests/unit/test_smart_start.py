@@ -1020,12 +1020,12 @@ def test_the_race_adds_the_best_config_with_its_pool_cut_to_the_cores_of_a_busy_
     best, runner_up = ({"read": 8, "map": 8, "prefetch": 2, "pool": 3},
                        {"read": 4, "map": 8, "prefetch": 2, "pool": 3})
 
-    def race(steps, pools=True, tie=0.0, **kw):
+    def race(steps, pools=True, tie=0.0, second=runner_up, **kw):
         env = PoolRaceEnv(**kw)
         tr = Tracker(env, "intune", budget_s=1e9, max_steps=steps, progress=lambda ev: None)
         tr.measure(SPACE.ones(), start=True)
         tr.measure(best)
-        tr.measure(runner_up)
+        tr.measure(second)
         env.order.clear()
         _confirm(tr, 2, tie=tie, pool_look=pools)
         return tr.best.config, env.order
@@ -1042,13 +1042,8 @@ def test_the_race_adds_the_best_config_with_its_pool_cut_to_the_cores_of_a_busy_
     # So where the walk measured it already (pool_to_cores) and it races as a contender,
     # with or without a measurement kept for it: the tie rule's fewer threads do not take it.
     for pools in (True, False):
-        env = PoolRaceEnv(threads3=102.0, lucky=None)
-        tr = Tracker(env, "intune", budget_s=1e9, max_steps=5, progress=lambda ev: None)
-        tr.measure(SPACE.ones(), start=True)
-        tr.measure(best)
-        tr.measure(cut)
-        _confirm(tr, 2, tie=0.05, pool_look=pools)
-        assert tr.best.config == best
+        assert race(steps=5, pools=pools, tie=0.05, second=cut, threads3=102.0,
+                    lucky=None)[0] == best
 
 
 class PoolTieEnv(TwoCoreEnv):
