@@ -81,6 +81,16 @@ def rebalanced(space: KnobSpace, m: Measurement) -> dict | None:
     Over-provisioned stages are what makes runnable threads outnumber the cores,
     and single-knob moves undo that slowly: each one alone gains less than the
     measurement noise.
+
+    On a busy CPU a stage whose calls outnumber the threads of the pool the config sets
+    keeps them: its calls wait for a thread, so a call's busy share is at most the pool
+    over all the calls it serves and says nothing of what the stage needs (as with a
+    saturated pool); fewer calls free no core, and on tf.data a stage's calls are also its
+    output buffer. Every such cut measured on 2 cores lost: a CSV pipeline's 16 calls per
+    map on 3 threads read 13,000 records/s, cut to 6, 3 and 1 call 11,800, 10,200 and 6,700
+    (side by side); the suite's ``interleave``, ``two_maps`` and ``mixed_sources`` and a
+    README-only trial's bucketed sessions lost 3-50% the same way in every search that
+    tried it.
     """
     sig = trusted_signals(space, m)
     par = [k for k in space if k.kind in THREAD_KINDS and k.name in sig
@@ -93,12 +103,14 @@ def rebalanced(space: KnobSpace, m: Measurement) -> dict | None:
     # A saturated pool holds back every stage it serves: their calls wait for a thread,
     # so a stage's low busy share then says nothing about what it needs.
     starved = any(k.kind == "threads" and sig[k.name] >= SATURATED for k in par)
+    pool = min((m.config[k.name] for k in static_pools(space, m.config)), default=math.inf)
+    cpu_bound = m.cpu_busy >= BUSY_CPU
     cfg = dict(m.config)
     for k in par:   # a knob without a signal keeps its value
         v, u = m.config[k.name], float(sig[k.name])
         if u >= SATURATED:
             want = v * grow
-        elif starved and k.kind == "parallelism":
+        elif k.kind == "parallelism" and (starved or (cpu_bound and v > pool)):
             want = v
         else:
             want = v * u * HEADROOM * expected
