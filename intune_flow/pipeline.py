@@ -362,11 +362,14 @@ class Pipeline:
     def _autotune_rejected(self, desc: PipelineDescription) -> list[str]:
         """Knobs whose op rejects AUTOTUNE when built (a shuffle buffer): one dry build with
         every knob at AUTOTUNE and, only if that fails, one per knob (the rest at defaults)."""
+        errors = []
+
         def builds(config) -> bool:
             try:
                 self._build(desc, config)
                 return True
-            except Exception:  # noqa: BLE001 - any build error marks the config as rejected
+            except Exception as e:  # noqa: BLE001 - any build error marks the config as rejected
+                errors.append(describe_error(e.__cause__ or e, limit=200))   # the framework's
                 return False
 
         space = desc.space
@@ -376,9 +379,9 @@ class Pipeline:
         if not rejected or not builds(space.without_autotune(rejected).autotune()):
             rejected = list(space.names)     # only a combination fails: use the defaults
         log.info("pipeline %s: knob(s) %s do not accept AUTOTUNE (a dry build with them at "
-                 "AUTOTUNE failed: framework errors logged just above, such as TensorFlow's "
-                 "'buffer_size must be greater than zero', come from it and are expected); its "
-                 "AUTOTUNE baseline keeps them at their defaults", self.name, rejected)
+                 "AUTOTUNE failed: %s; that error, and the framework's own log of it, are "
+                 "expected); its AUTOTUNE baseline keeps them at their defaults",
+                 self.name, rejected, errors[0])
         return rejected
 
     def _locate_stages(self, desc: PipelineDescription) -> dict:

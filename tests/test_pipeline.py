@@ -100,8 +100,10 @@ def test_the_autotune_baseline_keeps_knobs_that_reject_autotune_at_their_default
     with caplog.at_level(logging.INFO, logger="intune_flow"):
         p = Pipeline.load(shuffled)
         p.space
-    # TensorFlow logs that failed dry build as an error line: the log says it was expected.
+    # TensorFlow logs that failed dry build as an error line (not shown at
+    # TF_CPP_MIN_LOG_LEVEL=2): the log line quotes the error and says it was expected.
     assert "['shuffle'] do not accept AUTOTUNE" in caplog.text and "expected" in caplog.text
+    assert "InvalidArgumentError: buffer_size must be greater than zero" in caplog.text
     assert p.space.autotune() == {"shuffle": 64, "map": AUTOTUNE, "prefetch": AUTOTUNE,
                                   "threadpool": AUTOTUNE}
     assert next(iter(p.build(p.space.autotune()))).shape == (8,)
