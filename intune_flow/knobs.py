@@ -33,9 +33,10 @@ THREAD_KINDS = ("parallelism", "threads")
 """Kinds whose value is a number of threads or concurrent calls (what scaling moves)."""
 DEFAULT_MAX = {"parallelism": 64, "buffer": 64, "threads": 256}
 
-# Values the tuner steps through: roughly geometric, so one step is a sensible
-# move on 2 cores and on 128 alike.
-_GRID = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
+# Values the tuner steps through: roughly geometric (powers of two and the halves between),
+# so one step is a sensible move on 2 cores and on 128 alike, and for a shuffle buffer of
+# thousands (a grid that ended at 1,024 gave a 1,024-16,384 buffer no value between).
+_GRID = tuple(sorted({1, *(1 << e for e in range(1, 31)), *(3 << e for e in range(30))}))
 
 Config = dict[str, int]
 

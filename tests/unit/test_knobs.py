@@ -82,6 +82,11 @@ def test_grid_steps_are_geometric_and_clamped():
     assert knob.step(5, +1) == 6 and knob.step(5, -1) == 4
     odd = Knob("x", "buffer", 3, 10, 3)
     assert odd.grid() == (3, 4, 6, 8, 10)
+    # A shuffle buffer of thousands steps geometrically too (the grid once ended at 1,024,
+    # so a 1,024-16,384 buffer jumped from its min straight to its max).
+    shuffle = Knob("shuffle", "buffer", 1024, 16384, 1024)
+    assert shuffle.grid() == (1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384)
+    assert shuffle.step(1024, +1) == 1536
 
 
 def test_space_fingerprint_depends_on_bounds_not_defaults():
