@@ -33,7 +33,7 @@ THREAD_KINDS = ("parallelism", "threads")
 """Kinds whose value is a number of threads or concurrent calls (what scaling moves)."""
 DEFAULT_MAX = {"parallelism": 64, "buffer": 64, "threads": 256}
 
-# Values the tuner steps through: roughly geometric (powers of two and the halves between),
+# Values the tuner steps through: roughly geometric (powers of two and the values halfway between),
 # so one step is a sensible move on 2 cores and on 128 alike, and for a shuffle buffer of
 # thousands (a grid that ended at 1,024 gave a 1,024-16,384 buffer no value between).
 _GRID = tuple(sorted({1, *(1 << e for e in range(1, 31)), *(3 << e for e in range(30))}))

@@ -369,7 +369,7 @@ class Pipeline:
                 self._build(desc, config)
                 return True
             except Exception as e:  # noqa: BLE001 - any build error marks the config as rejected
-                errors.append(describe_error(e.__cause__ or e, limit=200))   # the framework's
+                errors.append(describe_error(e.__cause__ or e, limit=200))   # not our wrapper's
                 return False
 
         space = desc.space
