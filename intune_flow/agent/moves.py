@@ -82,15 +82,15 @@ def rebalanced(space: KnobSpace, m: Measurement) -> dict | None:
     and single-knob moves undo that slowly: each one alone gains less than the
     measurement noise.
 
-    On a busy CPU a stage whose calls outnumber the threads of the pool the config sets
-    keeps them: its calls wait for a thread, so a call's busy share is at most the pool
-    over all the calls it serves and says nothing of what the stage needs (as with a
-    saturated pool); fewer calls free no core, and on tf.data a stage's calls are also its
-    output buffer. Every such cut measured on 2 cores lost: a CSV pipeline's 16 calls per
-    map on 3 threads read 13,000 records/s, cut to 6, 3 and 1 call 11,800, 10,200 and 6,700
-    (side by side); the suite's ``interleave``, ``two_maps`` and ``mixed_sources`` and a
-    README-only trial's bucketed sessions lost 3-50% the same way in every search that
-    tried it.
+    On a busy CPU the calls of a stage that runs on a thread pool the space sizes (tf.data's)
+    are not cut: they are tasks, not threads, so fewer calls free no core, and they
+    are also the stage's output buffer. A busy share read there under-reads the need: the
+    calls wait for a thread and for a core, and tf.data times only their work. Every such
+    cut measured on 2 cores lost, whether the calls outnumbered the pool or not: a CSV
+    pipeline's 16 calls per map on 3 threads read 13,000 records/s, cut to 6, 3 and 1 call
+    11,800, 10,200 and 6,700; a cached pipeline's augment, 8 calls on 2 threads read 12%
+    busy, 34,700, cut to 3 and 2 calls 23,600 and 18,300 (side by side). The pool itself
+    still follows its own use. Stages with threads of their own (worker processes) shrink.
     """
     sig = trusted_signals(space, m)
     par = [k for k in space if k.kind in THREAD_KINDS and k.name in sig
@@ -103,17 +103,18 @@ def rebalanced(space: KnobSpace, m: Measurement) -> dict | None:
     # A saturated pool holds back every stage it serves: their calls wait for a thread,
     # so a stage's low busy share then says nothing about what it needs.
     starved = any(k.kind == "threads" and sig[k.name] >= SATURATED for k in par)
-    pool = min((m.config[k.name] for k in static_pools(space, m.config)), default=math.inf)
-    cpu_bound = m.cpu_busy >= BUSY_CPU
+    on_busy_pool = m.cpu_busy >= BUSY_CPU and any(k.kind == "threads" for k in space)
     cfg = dict(m.config)
     for k in par:   # a knob without a signal keeps its value
         v, u = m.config[k.name], float(sig[k.name])
         if u >= SATURATED:
             want = v * grow
-        elif k.kind == "parallelism" and (starved or (cpu_bound and v > pool)):
+        elif k.kind == "parallelism" and starved:
             want = v
         else:
             want = v * u * HEADROOM * expected
+            if k.kind == "parallelism" and on_busy_pool:
+                want = max(v, want)
         cfg[k.name] = _snap_up(k, want)
     if m.cpu_util < BUSY_CPU:
         # With cores to spare the pool must not starve the stages it serves: at least the
