@@ -304,6 +304,52 @@ def test_a_search_whose_confirming_probe_reads_far_lower_warns(cache):
         r.warnings
 
 
+class LuckyStart(SimTarget):
+    """The search's windows of its start config read 20 times its rate (one lucky window
+    repeated); tune()'s own probes (they pass ``window_s``) read the truth, and with
+    ``others`` those of every other config read that share of it."""
+
+    others = 1.0
+
+    def make_env(self, **kw):
+        env = super().make_env(**kw)
+        measure, first = env.measure, []
+
+        def lucky(config, **kw):
+            m = measure(config, **kw)
+            first.append(dict(config)) if not first else None
+            if config == first[0] and "window_s" not in kw:
+                m.throughput *= 20
+            elif config != first[0] and "window_s" in kw:
+                m.throughput *= self.others
+            return m
+        env.measure = lucky
+        return env
+
+
+def test_a_doubted_best_loses_to_a_runner_up_its_own_probe_reads_higher():
+    # A generality search on a busy 2-core machine chose a config on a window of 39,473
+    # records/s; its confirming probe read 5,032, the config's usual rate, and the config
+    # was returned (0.17 of the best known). The runner-up now gets a probe of its own.
+    quiet = _run(SimTarget(sample_pipeline("test", 3, cores=CORES)), MemoryCache())
+    assert not any("returned instead" in w for w in quiet.warnings), quiet.warnings
+    r = _run(LuckyStart(sample_pipeline("test", 3, cores=CORES)), MemoryCache())
+    *searched, confirm, second = r.history
+    lucky = searched[0].config
+    assert confirm.config == lucky != r.config == second.config
+    runner = max((m for m in searched if m.ok and m.config != lucky), key=lambda m: m.throughput)
+    assert r.config == runner.config and r.throughput == runner.throughput
+    assert any("is returned instead" in w for w in r.warnings), r.warnings
+    # A runner-up whose probe reads no higher leaves the choice, and the doubt, as they were.
+    stuck = LuckyStart(sample_pipeline("test", 3, cores=CORES))
+    stuck.others = 0.01
+    r = _run(stuck, MemoryCache())
+    *searched, second, confirm = r.history
+    assert r.config == confirm.config == searched[0].config != second.config
+    assert not any("returned instead" in w for w in r.warnings), r.warnings
+    assert any("confirming probe of the chosen config read" in w for w in r.warnings)
+
+
 def test_configs_that_failed_during_the_search_are_named_in_the_warnings(target, cache):
     # README-only trial 71: a factory that refused more lookups than a cap (ValueError) left
     # only a status in result.history; the search steers away, the user was not told.
