@@ -49,6 +49,11 @@ SCALE_FACTOR = 4
 SCALE_ROUNDS = 4
 BUSY_CPU = 0.8
 POOL_PER_CORE = 1.5
+# The smart start's jumps gaining less than FLAT_GAIN over its start, with the calls grown
+# to SCALE_FACTOR times or more and the CPU below FLAT_CPU, left the throughput flat for a
+# reason other than the CPU (:func:`unflatten`).
+FLAT_GAIN = 1.25
+FLAT_CPU = 0.7
 """After scaling out, a thread pool over twice the cores on a busy CPU (``cpu_util`` at or
 above ``BUSY_CPU``) is tried at ``POOL_PER_CORE`` threads per core: the scaling grew it with
 the stages, and on a CPU-bound pipeline threads beyond the cores only take turns."""
@@ -339,6 +344,36 @@ def smart_start(walk, measure, trim: bool = True, deepen: bool = False) -> None:
         unhide_pool(walk, measure)
         follow_pool(walk, measure)
         pool_to_cores(walk, measure)
+    unflatten(walk, measure, start)
+
+
+def unflatten(walk, measure, start: Measurement) -> None:
+    """Where the smart start's jumps grew the calls ``SCALE_FACTOR`` times or more from
+    ``start`` on a CPU left idle and gained less than ``FLAT_GAIN``, one jump to the best's
+    stages on a one-thread pool (:func:`uncontend`): neither calls nor cores limit such a
+    pipeline, a lock does (the GIL), and more threads only add hand-offs. The other
+    one-thread-pool jumps follow a round that lost; a run of rounds that each won by a
+    window's noise skips them: the suite's ``py_function`` went from 2,244 records/s to
+    2,562 through six such jumps in its 20 s search and returned pool 8 at 0.54 of the
+    best known, the same stages on one thread (full run of 3990821, 14:26-15:12 UTC
+    2026-12-07). Not where a one-thread pool was tried already, nor from a CPU near busy
+    (``FLAT_CPU``): there the cores are what holds it (a simulated pipeline started at its
+    best config, flat at 79% of the CPU, read 7% of that on one thread)."""
+    best = walk.best
+    if not best.ok or not start.ok or best.cpu_busy >= FLAT_CPU \
+            or best.throughput >= FLAT_GAIN * start.throughput:
+        return
+    pools = static_pools(walk.space, best.config)
+    if any(pools and all(m.config.get(k.name) == k.min for k in pools)
+           for m in walk.visited.values()):
+        return      # a one-thread pool was tried already
+    if _calls(walk.space, best.config) >= SCALE_FACTOR * _calls(walk.space, start.config):
+        uncontend(walk, measure, 1.0)
+
+
+def _calls(space: KnobSpace, config: dict) -> int:
+    """The calls ``config`` sets its parallelism knobs to (those at AUTOTUNE not counted)."""
+    return sum(config[k.name] for k in space if k.kind == "parallelism" and config[k.name] > 0)
 
 
 def rebalance(walk, measure, rounds: int = REBALANCE_ROUNDS) -> bool:
