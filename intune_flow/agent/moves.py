@@ -328,7 +328,8 @@ def smart_start(walk, measure, trim: bool = True, deepen: bool = False) -> None:
     the signals do not see is tried at twice its size once (:func:`unhide_pool`), a
     best whose pools grew past the cores has them searched a little further
     (:func:`follow_pool`), and one that still holds them near the cores has them tried at
-    the cores (:func:`pool_to_cores`).
+    the cores (:func:`pool_to_cores`). Where all of that left the throughput flat on an
+    idle CPU, the best's stages are tried on a one-thread pool (:func:`unflatten`).
     """
     start = walk.best
     if rebalance(walk, measure) and explained(walk.space, walk.best) and not (
@@ -355,8 +356,8 @@ def unflatten(walk, measure, start: Measurement) -> None:
     one-thread-pool jumps follow a round that lost; a run of rounds that each won by a
     window's noise skips them: the suite's ``py_function`` went from 2,244 records/s to
     2,562 through six such jumps in its 20 s search and returned pool 8 at 0.54 of the
-    best known, the same stages on one thread (full run of 3990821, 14:26-15:12 UTC
-    2026-12-07). Not where a one-thread pool was tried already, nor from a CPU near busy
+    best known, its 60 s search's stages on one thread (full run of 3990821, 14:26-15:12
+    UTC 2026-12-07). Not where a one-thread pool was tried already, nor from a CPU near busy
     (``FLAT_CPU``): there the cores are what holds it (a simulated pipeline started at its
     best config, flat at 79% of the CPU, read 7% of that on one thread)."""
     best = walk.best
@@ -367,7 +368,8 @@ def unflatten(walk, measure, start: Measurement) -> None:
     if any(pools and all(m.config.get(k.name) == k.min for k in pools)
            for m in walk.visited.values()):
         return      # a one-thread pool was tried already
-    if _calls(walk.space, best.config) >= SCALE_FACTOR * _calls(walk.space, start.config):
+    before = _calls(walk.space, start.config)
+    if before and _calls(walk.space, best.config) >= SCALE_FACTOR * before:
         uncontend(walk, measure, 1.0)
 
 
