@@ -49,14 +49,14 @@ SCALE_FACTOR = 4
 SCALE_ROUNDS = 4
 BUSY_CPU = 0.8
 POOL_PER_CORE = 1.5
+"""After scaling out, a thread pool over twice the cores on a busy CPU (``cpu_util`` at or
+above ``BUSY_CPU``) is tried at ``POOL_PER_CORE`` threads per core: the scaling grew it with
+the stages, and on a CPU-bound pipeline threads beyond the cores only take turns."""
 # The smart start's jumps gaining less than FLAT_GAIN over its start, with the calls grown
 # to SCALE_FACTOR times or more and the CPU below FLAT_CPU, left the throughput flat for a
 # reason other than the CPU (:func:`unflatten`).
 FLAT_GAIN = 1.25
 FLAT_CPU = 0.7
-"""After scaling out, a thread pool over twice the cores on a busy CPU (``cpu_util`` at or
-above ``BUSY_CPU``) is tried at ``POOL_PER_CORE`` threads per core: the scaling grew it with
-the stages, and on a CPU-bound pipeline threads beyond the cores only take turns."""
 BUFFER_FLOOR = 2
 """The smart start's jumps raise a buffer shallower than this to it: with room for one
 element the producer waits while the consumer holds it, so the stages barely overlap
