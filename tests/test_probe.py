@@ -1,10 +1,12 @@
 """The probe: figures that move with the pipeline's physics, and every early-stop status."""
 
+import gc
 import json
 import subprocess
 import sys
 import threading
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -119,6 +121,41 @@ def test_parallelism_and_threadpool_put_blocking_calls_in_flight_together():
 
     assert peak_in_flight({"read": 1, "threadpool": 1}) == 1
     assert 4 <= peak_in_flight({"read": 16, "threadpool": 16}) <= 16   # <= num_parallel_calls
+
+
+class _Cycle:
+    """An object only the cyclic garbage collector frees: it refers to itself."""
+
+    def __init__(self):
+        self.me = self
+
+
+def test_the_probe_collects_what_it_built_and_leaves_the_collector_as_it_found_it():
+    # The probe keeps the objects alive before it out of its collection (gc.freeze) and
+    # puts them back after; what its build made is collected, a caller's freeze stays.
+    built = []
+
+    def cyclic(knobs):
+        holder = _Cycle()
+        built.append(weakref.ref(holder))
+        return sleepy(knobs)
+
+    p = Pipeline(cyclic)
+    p.stages        # discovery's builds, before the probe: not what this test counts
+    seen, frozen = len(built), gc.get_freeze_count()
+    m = probe(p, {"read": 2}, window_s=0.5, warmup_s=0.1)
+    assert m.ok, m.error
+    assert len(built) > seen and all(ref() is None for ref in built[seen:]), \
+        "a cycle the probe's build made outlived the probe"
+    assert gc.get_freeze_count() == frozen and gc.isenabled()
+
+    gc.freeze()     # a caller's own freeze (as before forking workers) is not undone
+    try:
+        held = gc.get_freeze_count()
+        assert probe(p, {"read": 2}, window_s=0.5, warmup_s=0.1).ok
+        assert gc.get_freeze_count() >= held > 0
+    finally:
+        gc.unfreeze()
 
 
 @pytest.mark.timeout(120)   # a window the test never waits out: only an early stop passes
