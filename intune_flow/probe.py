@@ -39,8 +39,9 @@ signals weigh each epoch's stretch of the window by its length.
 A worker thread that hangs inside the framework cannot be interrupted from Python: it is
 abandoned (a daemon thread; it stops at its next element) and the caller gets the
 ``"timeout"`` measurement. After each probe the iterator and dataset are dropped and
-garbage-collected, and glibc is asked to return freed heap pages (``malloc_trim``), so
-RSS falls back as far as the framework allows (TensorFlow keeps some caches and threads).
+garbage-collected (a collection of what the probe made only: :func:`_young_heap`), and
+glibc is asked to return freed heap pages (``malloc_trim``), so RSS falls back as far as
+the framework allows (TensorFlow keeps some caches and threads).
 """
 
 from __future__ import annotations
