@@ -365,9 +365,9 @@ def unflatten(walk, measure, start: Measurement) -> None:
             or best.throughput >= FLAT_GAIN * start.throughput:
         return
     pools = static_pools(walk.space, best.config)
-    if any(pools and all(m.config.get(k.name) == k.min for k in pools)
-           for m in walk.visited.values()):
-        return      # a one-thread pool was tried already
+    if not pools or any(all(m.config.get(k.name) == k.min for k in pools)
+                        for m in walk.visited.values()):
+        return      # no pool to cut, or a one-thread pool was tried already
     before = _calls(walk.space, start.config)
     if before and _calls(walk.space, best.config) >= SCALE_FACTOR * before:
         uncontend(walk, measure, 1.0)
