@@ -168,6 +168,9 @@ def test_get_cache_forms(tmp_path):
     obj = MemoryCache()
     assert get_cache(obj) is obj
     assert get_cache("memory://x") is get_cache("memory://x")
+    private = get_cache("memory://")
+    private.put("v1/k", b"{}")
+    assert get_cache("memory://") is not private and get_cache("memory://").list() == []
     assert isinstance(get_cache(f"file://{tmp_path}"), LocalCache)
     assert isinstance(get_cache(tmp_path), LocalCache)
     s3 = get_cache("s3://my-bucket/team/intune")

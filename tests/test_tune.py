@@ -10,6 +10,7 @@ import logging
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -312,6 +313,16 @@ def test_cold_then_warm_tiny(cache_dir, lenient):
     ds = warm.build()
     assert isinstance(ds, tf.data.Dataset)
     next(iter(ds))
+
+
+def test_a_bare_memory_cache_tunes_afresh_each_call_and_a_named_one_is_shared(lenient):
+    # README: cache="memory://" is a new empty store for each call, memory://name is shared
+    first = tune(TINY, budget_s=3, cache="memory://", **CACHED)
+    again = tune(TINY, budget_s=3, cache="memory://", **CACHED)
+    assert (first.source, again.source) == ("tuned", "tuned")
+    named = f"memory://shared-{uuid.uuid4().hex}"
+    assert tune(TINY, budget_s=3, cache=named, **CACHED).source == "tuned"
+    assert tune(TINY, budget_s=3, cache=named, **CACHED).source == "cache"
 
 
 def test_vs_autotune_comes_from_one_search_and_a_cache_hit_reports_its_nights(cache_dir, lenient):

@@ -6,7 +6,9 @@
 - ``"s3://bucket/prefix"``: S3 (endpoint from ``$INTUNE_FLOW_S3_ENDPOINT_URL`` or boto3's
   ``$AWS_ENDPOINT_URL``; credentials from the standard chain or ``s3_client=``)
 - ``"file:///path"``, ``"/path"``, ``"~/path"``, ``"./path"``: a local directory
-- ``"memory://name"``: an in-process store (the same one for the same name)
+- ``"memory://name"``: an in-process store (the same one for the same name);
+  ``"memory://"`` (no name): a new, empty store each call, so a ``tune()`` with it tunes
+  afresh, whatever ran before it in the process
 """
 
 from __future__ import annotations
@@ -97,7 +99,8 @@ def get_cache(cache: "None | str | os.PathLike | Cache" = None, *, s3_client=Non
                              "file:///abs/dir or just the directory path")
         return LocalCache(path)
     if name == "memory":
-        return MemoryCache.named(uri[len("memory://"):])
+        label = uri[len("memory://"):]
+        return MemoryCache.named(label) if label else MemoryCache()
     raise CacheError(f"cache URI scheme {name!r}:// is not supported; use s3://BUCKET/PREFIX "
                      "(S3 or S3-compatible), file:///dir, a directory path or memory://")
 

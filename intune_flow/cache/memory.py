@@ -16,7 +16,7 @@ class MemoryCache(Cache):
     """A dict behind a lock. Thread-safe; not shared between processes.
 
     ``MemoryCache.named("x")`` (URI ``memory://x``) returns the same store each time
-    within one process.
+    within one process; the URI ``memory://`` (no name) a new one each time.
     """
 
     def __init__(self, name: str = ""):
