@@ -15,6 +15,7 @@ import inspect
 import logging
 import os
 import sys
+import threading
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,6 +30,11 @@ from .errors import (FactoryError, KnobError, PipelineError, describe_error, did
 from .knobs import AUTOTUNE, Knobs, KnobSpace
 
 log = logging.getLogger(__name__)
+_SAID_REJECTED: set = set()
+"""(pipeline, knobs) whose refusal of AUTOTUNE was logged at info in this process: every
+load of a pipeline by name (``TuneResult.from_dict(d).build()``) finds them again, and says
+so at debug level."""
+_SAID_LOCK = threading.Lock()
 
 _FORM = '"package.module:function" (e.g. "examples.criteo:criteo_pipeline")'
 
@@ -378,10 +384,15 @@ class Pipeline:
         rejected = [k.name for k in space if not builds({k.name: AUTOTUNE})]
         if not rejected or not builds(space.without_autotune(rejected).autotune()):
             rejected = list(space.names)     # only a combination fails: use the defaults
-        log.info("pipeline %s: knob(s) %s do not accept AUTOTUNE (a dry build with them at "
-                 "AUTOTUNE failed: %s; that error, and the framework's own log of it, are "
-                 "expected); its AUTOTUNE baseline keeps them at their defaults",
-                 self.name, rejected, errors[0])
+        said = (self.name, tuple(rejected))
+        with _SAID_LOCK:
+            again = said in _SAID_REJECTED
+            _SAID_REJECTED.add(said)
+        log.log(logging.DEBUG if again else logging.INFO,
+                "pipeline %s: knob(s) %s do not accept AUTOTUNE (a dry build with them at "
+                "AUTOTUNE failed: %s; that error, and the framework's own log of it, are "
+                "expected); its AUTOTUNE baseline keeps them at their defaults",
+                self.name, rejected, errors[0])
         return rejected
 
     def _locate_stages(self, desc: PipelineDescription) -> dict:

@@ -1,5 +1,6 @@
 """Pipeline: loading, knob discovery, building, schema, fingerprint, and each user error."""
 
+import importlib
 import json
 import logging
 import subprocess
@@ -12,6 +13,8 @@ import tensorflow as tf
 from intune_flow import AUTOTUNE, KnobError, PipelineError
 from intune_flow.pipeline import Pipeline
 from intune_flow.resources import usable_cpus
+
+pipeline_module = importlib.import_module("intune_flow.pipeline")
 
 
 def tiny(knobs, n=256, batch_size=8, dtype="float32", map_max=8, width=3, repeat=True):
@@ -95,7 +98,14 @@ def shuffled(knobs):
     return ds.batch(8).prefetch(knobs.buffer("prefetch", max=16))
 
 
-def test_the_autotune_baseline_keeps_knobs_that_reject_autotune_at_their_default(caplog):
+@pytest.fixture
+def fresh_log_memory(monkeypatch):
+    """A process that has not yet logged any pipeline's refusal of AUTOTUNE."""
+    monkeypatch.setattr(pipeline_module, "_SAID_REJECTED", set())
+
+
+def test_the_autotune_baseline_keeps_knobs_that_reject_autotune_at_their_default(
+        caplog, fresh_log_memory):
     # tf.data's shuffle rejects buffer_size=AUTOTUNE when the dataset is built.
     with caplog.at_level(logging.INFO, logger="intune_flow"):
         p = Pipeline.load(shuffled)
@@ -113,6 +123,17 @@ def test_the_autotune_baseline_keeps_knobs_that_reject_autotune_at_their_default
     assert p.space == p.space.without_autotune([]) == p.space.without_autotune(["map"])
     assert Pipeline.load(tiny).space.autotune() == {"map": AUTOTUNE, "prefetch": AUTOTUNE,
                                                     "threadpool": AUTOTUNE}
+
+
+def test_a_refusal_of_autotune_is_said_at_info_once_per_process(caplog, fresh_log_memory):
+    # TuneResult.from_dict(d).build() loads the pipeline by name, and discovers it, each call
+    line = "['shuffle'] do not accept AUTOTUNE"
+    for _ in range(3):
+        with caplog.at_level(logging.DEBUG, logger="intune_flow"):
+            space = Pipeline.load("tests.test_pipeline:shuffled").space
+        assert space.autotune()["shuffle"] == 64        # found every time
+    said = [r.levelno for r in caplog.records if line in r.getMessage()]
+    assert said == [logging.INFO, logging.DEBUG, logging.DEBUG]
 
 
 def test_schema_and_batch_size():
