@@ -18,6 +18,18 @@ from .observation import GLOBAL_FEATURES, KNOB_FEATURES, MOVES
 
 STOP = -1
 
+TIE = 1e-5
+"""Q-values this close count as equal: the network treats knobs with equal features alike,
+so their Q-values tie up to float rounding, and rounding differs between CPUs (a search
+that chose by the last bit took a different move on another machine)."""
+
+
+def greedy(q: np.ndarray, mask: np.ndarray) -> int:
+    """The action of highest Q among those ``mask`` allows; of equal ones (:data:`TIE`),
+    the first."""
+    q = np.where(mask, q, -np.inf)
+    return int(np.flatnonzero(q >= q.max() - TIE)[0])
+
 
 @dataclass
 class DQNConfig:
@@ -185,9 +197,7 @@ class DQNAgent:
             return len(mask) - 1
         if explore and self.rng.random() < epsilon:
             return int(self.rng.choice(valid))
-        q = self.q_values(obs)
-        q = np.where(mask, q, -np.inf)
-        return int(np.argmax(q))
+        return greedy(self.q_values(obs), mask)
 
     # -- learning ------------------------------------------------------------------
     def remember(self, obs, action, reward, next_obs, next_mask, done) -> None:

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..agent.dqn import DQNConfig, optimize
+from ..agent.dqn import DQNConfig, greedy, optimize
 from ..agent.network import NEG
 from .observation import ACTIONS, FEATURES
 
@@ -85,7 +85,7 @@ class ScaleDQN:
             return int(self.rng.choice(valid))
         with torch.no_grad():
             q = self.q(torch.from_numpy(obs)[None])[0].numpy()
-        return int(np.argmax(np.where(mask, q, -np.inf)))
+        return greedy(q, mask)
 
     def remember(self, obs, action: int, reward: float, obs2, mask2, done: bool) -> None:
         i = self.pos

@@ -10,6 +10,7 @@ import torch
 from intune_flow.agent import (DQNAgent, DQNConfig, PolicyError, WalkView, action_mask, encode,
                                load_default_policy, policy_from_bytes, policy_to_bytes,
                                validate_policy)
+from intune_flow.agent.dqn import TIE, greedy
 from intune_flow.agent.network import QNet
 from intune_flow.agent.observation import GLOBAL_FEATURES, KNOB_FEATURES, MOVES
 from intune_flow.agent.walk import OOM_PENALTY, Walk
@@ -471,3 +472,14 @@ def test_a_move_that_lost_a_quarter_is_not_made_again_from_another_config(pool_r
     if not remeasured:      # continuous mode walks on from a new figure: it tries again
         walk.restart(walk.best)
         assert walk.candidate("pool", 1) == {**here, "pool": 2}
+
+
+def test_greedy_takes_the_first_of_q_values_equal_up_to_rounding():
+    # knobs with equal features get Q-values equal up to the last bit, which CPUs round
+    # differently: the choice must not depend on it
+    q = np.array([0.5, 0.5 + TIE / 10, 0.2, 0.9], dtype=np.float32)
+    mask = np.array([True, True, True, False])
+    assert greedy(q, mask) == 0
+    assert greedy(q[[1, 0, 2, 3]], mask) == 0
+    assert greedy(np.array([0.5, 0.5 + 10 * TIE, 0.2, 0.9], dtype=np.float32), mask) == 1
+    assert greedy(q, np.array([False, False, True, True])) == 3     # masked out: never
