@@ -15,7 +15,6 @@ import inspect
 import logging
 import os
 import sys
-import threading
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -33,8 +32,7 @@ log = logging.getLogger(__name__)
 _SAID_REJECTED: set = set()
 """(pipeline, knobs) whose refusal of AUTOTUNE was logged at info in this process: every
 load of a pipeline by name (``TuneResult.from_dict(d).build()``) finds them again, and says
-so at debug level."""
-_SAID_LOCK = threading.Lock()
+so at debug level (two threads discovering it at once may both say it at info)."""
 
 _FORM = '"package.module:function" (e.g. "examples.criteo:criteo_pipeline")'
 
@@ -385,9 +383,8 @@ class Pipeline:
         if not rejected or not builds(space.without_autotune(rejected).autotune()):
             rejected = list(space.names)     # only a combination fails: use the defaults
         said = (self.name, tuple(rejected))
-        with _SAID_LOCK:
-            again = said in _SAID_REJECTED
-            _SAID_REJECTED.add(said)
+        again = said in _SAID_REJECTED
+        _SAID_REJECTED.add(said)
         log.log(logging.DEBUG if again else logging.INFO,
                 "pipeline %s: knob(s) %s do not accept AUTOTUNE (a dry build with them at "
                 "AUTOTUNE failed: %s; that error, and the framework's own log of it, are "

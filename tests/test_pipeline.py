@@ -1,6 +1,5 @@
 """Pipeline: loading, knob discovery, building, schema, fingerprint, and each user error."""
 
-import importlib
 import json
 import logging
 import subprocess
@@ -11,10 +10,9 @@ import pytest
 import tensorflow as tf
 
 from intune_flow import AUTOTUNE, KnobError, PipelineError
+from intune_flow import pipeline as pipeline_module
 from intune_flow.pipeline import Pipeline
 from intune_flow.resources import usable_cpus
-
-pipeline_module = importlib.import_module("intune_flow.pipeline")
 
 
 def tiny(knobs, n=256, batch_size=8, dtype="float32", map_max=8, width=3, repeat=True):
