@@ -5,20 +5,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..agent.moves import (BUSY_CPU, autotune_held_back, hybrid_autotune, pool_at_cores,
-                           pool_threads, recover, rescaled, smart_start, unpin)
-from ..agent.walk import LOST, Walk, config_key
+                           recover, rescaled, smart_start, unpin)
+from ..agent.walk import Walk, config_key
 from ..env import has_native_autotune, kept_from_autotune
 from ..knobs import AUTOTUNE
-from ..measurement import Measurement
+from .race import CONFIRM, confirm, confirm_count, contenders, raceable
 from .tracker import BudgetSpent, Tracker
 
 # When to stop: in the simulator, gains still come 10-20 measurements after the last one
 # (benchmarks/README.md, "When the agent stops"); waiting for 20 keeps most of them.
 PATIENCE = 30           # measurements without improvement before the walk counts as converged
-CONFIRM = 3             # at most this many best candidates re-measured once at the end
-CONFIRM_SHARE = 0.2     # ... about this share of the measurements the budget holds, at least 2
-CONFIRM_ROUNDS = 3      # up to this many re-measures each, when the walk converged early
-LEAN = 2 / 3            # on a tie, a config holding at most this share of the chosen one's memory
 STOP_AFTER = 20         # the agent's stop action counts only after this many without improvement
 AUTOTUNE_NEAR = 1 / 3   # a busy all-AUTOTUNE reading at least this share of the best: no end hybrid
 FINETUNE = dict(lr=1e-4, batch_size=16, buffer_size=4096, eps_start=0.0, eps_end=0.0, gamma=0.0)
@@ -56,7 +52,8 @@ def intune(tr: Tracker, env, rng, *, policy_state=None, seed=None, continuous=Fa
     ``variant`` (one of :data:`VARIANTS`) switches parts of the search off for ablations.
 
     Notes ``final_cores``; ``rebased_at`` after the machine changed; ``best_mean`` and
-    ``best_looks`` when the end-of-search re-measure chose the best (:func:`_confirm`).
+    ``best_looks`` when the end-of-search re-measure chose the best
+    (:func:`~intune_flow.search.race.confirm`).
     """
     import torch
     threads = torch.get_num_threads()
@@ -83,9 +80,9 @@ def _intune(tr: Tracker, env, rng, *, policy_state, seed, continuous, learn,
     # has its own tuner, to one hybrid config: the walk may not spend them, nor the warm-up
     # when the budget holds twice as many (a shorter one goes to the search).
     hybrid = _hybrid(env) if variant != "bare" else 0
-    confirm = _confirm_count(tr)
-    pool = _pool_raced(env) if variant != "bare" and confirm >= CONFIRM else 0
-    reserve = None if continuous else confirm + hybrid + pool
+    raced = confirm_count(tr)
+    pool = _pool_raced(env) if variant != "bare" and raced >= CONFIRM else 0
+    reserve = None if continuous else raced + hybrid + pool
     held = reserve is not None and tr.measurements_left() >= 2 * reserve
     end = None
     try:
@@ -115,7 +112,7 @@ def _intune(tr: Tracker, env, rng, *, policy_state, seed, continuous, learn,
         tr.stop(end)
         if hybrid:
             _measure_hybrid(tr, env, walk)
-        _confirm(tr, confirm, tie=walk.plateau, anchor=anchor,
+        confirm(tr, raced, tie=walk.plateau, anchor=anchor,
                  pool_look=bool(pool))
     except BudgetSpent:
         pass
@@ -125,15 +122,6 @@ def _intune(tr: Tracker, env, rng, *, policy_state, seed, continuous, learn,
 
 class _Reserved(Exception):
     """The warm-up reached the measurements kept for the end of the search."""
-
-
-def _confirm_count(tr: Tracker) -> int:
-    """How many best candidates the end of the search re-measures: ``CONFIRM_SHARE`` of the
-    measurements the budget holds (judged by the start's cost), from 2 to ``CONFIRM``."""
-    total = tr.measurements_left()
-    if total == float("inf"):
-        return CONFIRM
-    return int(min(CONFIRM, max(2, round(CONFIRM_SHARE * total))))
 
 
 def _reached(tr: Tracker, reserve: float | None) -> bool:
@@ -160,17 +148,17 @@ def _end_reserve(tr: Tracker, env, walk: Walk, reserve: float | None,
         reserve -= hybrid
     if pool:
         cut = pool_at_cores(env.space, walk.best, env.cpu_budget)
-        if cut is None or config_key(cut) in _raceable(tr):
+        if cut is None or config_key(cut) in raceable(tr):
             reserve -= pool
     return reserve
 
 
 def _end_has_work(tr: Tracker, env, walk: Walk) -> bool:
     """Whether the end of the search has a use for the measurements kept for it: two
-    configs to race (:func:`_contenders`), or a hybrid to measure. A walk from an
-    all-AUTOTUNE config (a cached one, refined) has neither until it moves, so it walks on
-    instead of idling to its end."""
-    return len(_contenders(tr)) >= 2 or _end_hybrid(tr, env, walk) is not None
+    configs to race (:func:`~intune_flow.search.race.contenders`), or a hybrid to measure.
+    A walk from an all-AUTOTUNE config (a cached one, refined) has neither until it moves,
+    so it walks on instead of idling to its end."""
+    return len(contenders(tr)) >= 2 or _end_hybrid(tr, env, walk) is not None
 
 
 def _warm_up(tr: Tracker, env, walk: Walk, heuristics: bool = True,
@@ -369,10 +357,11 @@ def _autotune_busy(tr: Tracker, env, walk: Walk) -> bool | None:
     records/s against 45,000 on 3 (``python -m benchmarks.generality --cases shuffle_cache
     --compare ...``, 2026-12-05 22:17 UTC).
 
-    Its share is of the CPU other processes left it (:attr:`Measurement.own_share`): the
-    suite's ``interleave``, measured while others held a quarter of the CPU, put AUTOTUNE at
-    0.64 of the CPU with 0.89 busy; read as idle, that kept the scaling's 32-thread pool,
-    0.65 of the best known at 20 s (full run of 0d2e094, 14:00 UTC 2026-12-06)."""
+    Its share is of the CPU other processes left it
+    (:attr:`~intune_flow.measurement.Measurement.own_share`): the suite's ``interleave``,
+    measured while others held a quarter of the CPU, put AUTOTUNE at 0.64 of the CPU with
+    0.89 busy; read as idle, that kept the scaling's 32-thread pool, 0.65 of the best known
+    at 20 s (full run of 0d2e094, 14:00 UTC 2026-12-06)."""
     looks = _autotune_looks(tr, env)
     if not looks:
         return None
@@ -396,244 +385,7 @@ def _reallocate(tr: Tracker, env, walk: Walk, old_cores: float) -> float:
     return new
 
 
-def _autotuned(config) -> int:
-    """How many of ``config``'s knobs are handed to the framework's own tuner."""
-    return sum(v == AUTOTUNE for v in config.values())
-
-
 def _plateau(start) -> float:
     """Moves within this share of the current throughput count as flat: the noise level."""
     return float(min(0.08, max(0.02, start.spread / 2))) if start.ok else 0.02
 
-
-def _confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
-             anchor: Measurement | None = None, pool_look: bool = False) -> None:
-    """Re-measure the best ``count`` configs of :func:`_contenders`, in a row, and keep the
-    one with the best mean of its new looks; among those within ``tie`` of that mean, the
-    one with the fewest knobs at AUTOTUNE. ``anchor`` (the best when the smart start
-    ended) takes the last place in the race when its windows did not rank it in and the
-    last candidate's best window leads its own by no more than ``tie``.
-
-    A single noisy window can crown a config that is not the best; a second look at the
-    top candidates, taken close together in time, fixes most of it. The candidates are
-    judged on these new looks only: the window that put a config in the top is the luckiest
-    of its draws (on a shared machine windows spread by 20-40%), so counting it favours the
-    luckiest config. The race takes only as many candidates as the measurements left can
-    look at again (none when fewer than 2), so none is compared on its lucky window alone.
-    A walk that converged with budget to spare gives them up to ``CONFIRM_ROUNDS`` looks
-    each, round by round; one whose look fails is out, as is one the budget stopped before
-    its first new look. The chosen config's best window becomes ``tr.best`` (the start's
-    own measurement when the start wins) and the mean of its new looks is noted as
-    ``best_mean`` (over ``best_looks`` windows). Nothing changes when no candidate got a
-    new look, or when the winner's mean is below the start's throughput and the start was
-    one of the candidates; where it was not, the start is kept (``chosen_by`` "race, start
-    kept"): the start's window is one draw like the new looks, not the luckiest of several,
-    and the best window the race just looked at again is its candidates' luck (a
-    ``py_function`` pipeline's 60 s search, its budget spent after one new look, returned
-    a config on its best window of 5,278 records/s though that look read 4,832 and the
-    start's window 5,145).
-
-    The tie rule: a set value runs as it was measured, while AUTOTUNE re-decides in every
-    run, so a config that handed knobs to it and won within the noise (``tie``, the walk's
-    plateau) is no better measured, only less predictable, and the cache's warm-start
-    probe checks a predictable config better. Among the tied with as many knobs at AUTOTUNE,
-    one whose peak memory is at most ``LEAN`` of that choice's is taken instead (the best of
-    such): the rate is the same within the noise, and the memory is the training's (a
-    DataLoader's spawned workers each import torch: 8 held 1.98 GB, 2 held 0.67 GB). A
-    config's peak is the highest of its windows, so memory an earlier config left in the
-    process only makes a config look heavier, never leaner; a forked worker counts only
-    what it adds to the pages it shares. Else, when that choice kept the CPU busy
-    (``BUSY_CPU``), the one among them whose thread pools hold the fewest threads (a pool at
-    AUTOTUNE holds one per core), where that is fewer than the choice's: on a busy CPU a tie
-    is no evidence that the threads past it pay, and the trainer shares the CPU with them
-    (on a machine other jobs keep busy, more threads also win a larger share of it, which
-    reads as speed: README-only trial 60 chose a 32-thread pool over an 8-thread one by 5%
-    on one look, and it read about half the best known side by side).
-    ``tie_broken`` is noted when the rule chose.
-    Where no race fits, the rule reads each config's best window (:func:`_tie_unraced`).
-    ``chosen_by`` notes which rule chose the best: ``"race"`` or ``"best window"``, each
-    with ``", tie rule"`` where the tie rule changed the choice.
-
-    The anchor: the walk's single-knob moves after the smart start mostly land within the
-    noise of it, and ranking by best window favours the configs drawn most or luckiest, so
-    a long walk can fill the race with neighbours that only had lucky windows. Racing the
-    smart start's config against them means a longer budget does not lose what a short
-    one finds (torchdata thread workers, 3 ms GETs: the 60 s search's race of three such
-    neighbours read 0.91-0.96 of the best known, the 20 s search's pick 0.99-1.00).
-
-    The pool: given ``pool_look`` and a measurement left beyond ``count``'s, the
-    first candidate's config with its thread pools cut to the env's cores
-    (:func:`~intune_flow.agent.moves.pool_at_cores`) joins the race when it kept the CPU
-    busy: the busy-CPU rule's ``POOL_PER_CORE`` threads per core is right on most such
-    pipelines and far off on some, by more than one window's noise only on average. It
-    is chosen only when its look leads the race; the tie rule does not take it, as it is
-    most often one look at a config the walk never measured, or measured once in the smart
-    start (:func:`~intune_flow.agent.moves.pool_to_cores`; the generality suite's
-    ``interleave`` at 60 s: the rule took it 5.5% behind the lead, and it read 0.93 of the
-    best known in that run, 0.89 side by side after it).
-    """
-    seen = _contenders(tr)
-    left = tr.measurements_left()
-    count = int(min(count, left)) if left != float("inf") else count
-    top = sorted(seen.values(), key=lambda ms: -_best_window(ms))[:count]
-    own = seen.get(config_key(anchor.config)) if anchor is not None else None
-    if own is not None and len(top) >= 2 and not any(ms is own for ms in top) and \
-            _best_window(top[-1]) <= _best_window(own) * (1 + tie):
-        top[-1] = own
-    top = [(ms[0].config, ms) for ms in top]
-    cut = pool_at_cores(tr.env.space, max(top[0][1], key=lambda x: x.throughput),
-                        tr.env.cpu_budget) if top else None
-    # The cut is a challenger also where the walk measured it already (the smart start's
-    # pool_to_cores) and it races on those looks: its windows may be the lucky ones.
-    challenger = config_key(cut) if cut is not None else None
-    if challenger is not None and pool_look and len(top) < left and \
-            all(config_key(c) != challenger for c, _ in top):
-        top.append((cut, seen.get(challenger, [])))
-    if len(top) < 2:
-        _tie_unraced(tr, seen.values(), tie)
-        return
-    tr.note("chosen_by", "best window")
-    rounds = int(min(CONFIRM_ROUNDS, max(1, left // len(top))))
-    looks: list[list] = [[] for _ in top]
-    failed = set()
-    try:
-        for _ in range(rounds):
-            for i, (config, _) in enumerate(top):
-                if i in failed:
-                    continue
-                again = tr.measure(config)
-                if again.ok:
-                    looks[i].append(again)
-                else:
-                    failed.add(i)
-    except BudgetSpent:
-        pass
-    compared = [(sum(x.throughput for x in new) / len(new), top[i][1] + new, new)
-                for i, new in enumerate(looks) if new and i not in failed]
-    if not compared:
-        return
-    top_mean = max(t[0] for t in compared)
-    # The cut pool joins as a challenger: it takes the race by leading it, never on a tie.
-    won = [t for t in compared if config_key(t[1][0].config) == challenger and t[0] == top_mean]
-    if won:
-        (mean, ms, new), lean = won[0], {}
-    else:
-        tiable = [t for t in compared if config_key(t[1][0].config) != challenger]
-        (mean, ms, new), lean = _tie_rule(tiable, lambda t: t[0], lambda t: t[1], tie, tr.env)
-    start = tr.start
-    start_key = config_key(start.config)
-    is_start = config_key(ms[0].config) == start_key
-    start_raced = any(config_key(c[1][0].config) == start_key for c in compared)
-    if not is_start and start.ok and mean < start.throughput:
-        if not start_raced and not tr.rebased_at:
-            tr.set_best(start)
-            tr.note("chosen_by", "race, start kept")
-        return
-    if mean < top_mean:
-        tr.note("tie_broken", {"top_mean": top_mean, "chosen_mean": mean, **lean})
-    tr.note("chosen_by", "race, tie rule" if mean < top_mean else "race")
-    tr.set_best(start if is_start else max(ms, key=lambda x: x.throughput))
-    tr.note("best_mean", mean)
-    tr.note("best_looks", len(new))
-
-
-def _best_window(ms: list) -> float:
-    """The highest throughput among one config's measurements."""
-    return max(x.throughput for x in ms)
-
-
-def _contenders(tr: Tracker) -> dict[tuple, list]:
-    """The raceable configs whose best window is within ``LOST`` of the highest: one a
-    quarter behind on its best window loses a race on its next look too, and the looks go to
-    the walk instead (:func:`_end_has_work`). The generality suite's ``own_pool`` at 20 s
-    (full run of 9f02ef2) spent three of its nine measurements racing the hybrid against
-    the GETs back at 128 calls, 0.56 of it; no other race of that run had a candidate below
-    0.89 of the lead."""
-    seen = _raceable(tr)
-    if not seen:
-        return seen
-    lead = max(_best_window(ms) for ms in seen.values())
-    return {k: ms for k, ms in seen.items() if _best_window(ms) >= lead * (1 - LOST)}
-
-
-def _raceable(tr: Tracker) -> dict[tuple, list]:
-    """The configs measured ok on this machine, each with its measurements; a twin's
-    (``same_as``) are left out: its new look would be its twin's old one."""
-    seen: dict[tuple, list] = {}
-    for m in tr.history[tr.rebased_at:]:
-        if m.ok and not m.same_as:
-            seen.setdefault(config_key(m.config), []).append(m)
-    return seen
-
-
-def _tie_unraced(tr: Tracker, seen, tie: float) -> None:
-    """The tie rule where no race fits, on each config's best window (one window each
-    cannot tell them apart either)."""
-    top = tr.best
-    if top is None or not top.ok:
-        return
-    bests = [max(ms, key=lambda x: x.throughput) for ms in seen]
-    chosen, lean = _tie_rule([top, *bests], lambda m: m.throughput, lambda m: [m], tie, tr.env)
-    tr.note("chosen_by", "best window")
-    if chosen is not top:
-        tr.set_best(chosen)
-        tr.note("tie_broken", {"top_best": top.throughput,
-                               "chosen_best": chosen.throughput, **lean})
-        tr.note("chosen_by", "best window, tie rule")
-
-
-def _tie_rule(candidates: list, score, looks, tie: float, env=None):
-    """The tie rule: among ``candidates`` whose ``score`` is within ``tie`` of the best one
-    (but for those that set a knob below what AUTOTUNE ran it at in the best one:
-    :func:`_below_autotune`), the one whose config has the fewest knobs at AUTOTUNE (then
-    the higher score); then,
-    among those tied with as many knobs at AUTOTUNE, the best of any holding at most
-    ``LEAN`` of its memory, else, when the choice kept the CPU busy in every look, the one
-    whose thread pools hold the fewest threads, where that is fewer than the choice's
-    (``env``'s space and cores say which knobs are pools).
-    ``looks(c)`` is a candidate's measurements. Returns the choice and what it holds against
-    the heavier config it was taken over (``{}`` when neither step chose)."""
-    lead = max(candidates, key=score)
-    top = score(lead)
-    tied = [c for c in candidates if c is lead or (
-        score(c) >= top * (1 - tie) and not _below_autotune(looks(c)[0].config, looks(lead)))]
-    chosen = min(tied, key=lambda c: (_autotuned(looks(c)[0].config), -score(c)))
-    autotuned, held = _autotuned(looks(chosen)[0].config), _peak_rss(looks(chosen))
-    alike = [c for c in tied if _autotuned(looks(c)[0].config) == autotuned]
-    lean = [c for c in alike if 0 < _peak_rss(looks(c)) <= LEAN * held]
-    if lean:
-        leanest = max(lean, key=score)
-        return leanest, {"chosen_rss": _peak_rss(looks(leanest)), "instead_rss": held}
-    if env is None or min(m.cpu_util for m in looks(chosen)) < BUSY_CPU:
-        return chosen, {}
-
-    def threads(c) -> float | None:
-        return pool_threads(env.space, looks(c)[0].config, env.cpu_budget)
-
-    held_threads = threads(chosen)
-    fewer = [c for c in alike if held_threads is not None and threads(c) < held_threads]
-    if not fewer:
-        return chosen, {}
-    fewest = min(fewer, key=lambda c: (threads(c), -score(c)))
-    return fewest, {"chosen_pool_threads": threads(fewest), "instead_pool_threads": held_threads}
-
-
-def _below_autotune(config: dict, lead: list) -> bool:
-    """Whether ``config`` sets a knob below the value AUTOTUNE ran it at in the ``lead``'s
-    measurements (where it read one): such a config is not the lead made predictable but
-    a smaller one, and a tie on a look or two does not say it keeps up. A README-only
-    trial's batch-first pipeline (a heavy map after ``batch``) had its 20 s race return
-    the map at one call over the map at AUTOTUNE, which held it at 2, on means 6% apart:
-    0.74 of all-AUTOTUNE side by side."""
-    chose: dict[str, int] = {}
-    for m in lead:
-        for name, value in m.autotune_choices.items():
-            chose[name] = max(chose.get(name, 0), int(value))
-    lead_config = lead[0].config
-    return any(lead_config.get(name) == AUTOTUNE and config.get(name, AUTOTUNE) != AUTOTUNE
-               and config[name] < value for name, value in chose.items())
-
-
-def _peak_rss(ms: list) -> int:
-    """The highest memory a config's measurements held."""
-    return max(m.peak_rss for m in ms)

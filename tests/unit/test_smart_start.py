@@ -169,7 +169,7 @@ class ScriptedEnv:
 def _race(looks, steps, count=3):
     """Measure configs 1..n once (1 is the start), then race the best ``count`` within
     ``steps`` measurements in all."""
-    from intune_flow.search.intune import _confirm
+    from intune_flow.search.race import confirm
     from intune_flow.search.tracker import Tracker
     env = ScriptedEnv(looks)
     tr = Tracker(env, "intune", budget_s=1e9, max_steps=steps, progress=lambda ev: None)
@@ -177,7 +177,7 @@ def _race(looks, steps, count=3):
     for c in sorted(looks)[1:]:
         tr.measure({"map": c})
     env.order.clear()
-    _confirm(tr, count)
+    confirm(tr, count)
     return tr, env
 
 
@@ -230,7 +230,7 @@ def test_a_walk_that_converged_early_races_its_candidates_round_by_round():
 
 
 def test_the_smart_start_s_config_races_the_walk_s_lucky_neighbours_of_it():
-    from intune_flow.search.intune import _confirm
+    from intune_flow.search.race import confirm
     from intune_flow.search.tracker import Tracker
 
     def race(looks, tie, anchor_at=2):
@@ -242,7 +242,7 @@ def test_the_smart_start_s_config_races_the_walk_s_lucky_neighbours_of_it():
             m = tr.measure({"map": c})
             anchor = m if c == anchor_at else anchor
         env.order.clear()
-        _confirm(tr, 2, tie=tie, anchor=anchor)
+        confirm(tr, 2, tie=tie, anchor=anchor)
         return tr.best.config["map"], env.order
 
     # The walk's 3 and 4 beat the smart start's 2 by a lucky window within the noise (5%):
@@ -259,7 +259,7 @@ def test_the_smart_start_s_config_races_the_walk_s_lucky_neighbours_of_it():
 
 
 def test_on_a_tie_the_race_keeps_the_config_that_hands_fewer_knobs_to_autotune():
-    from intune_flow.search.intune import _confirm
+    from intune_flow.search.race import confirm
     from intune_flow.search.tracker import Tracker
 
     def race(looks, tie):
@@ -268,7 +268,7 @@ def test_on_a_tie_the_race_keeps_the_config_that_hands_fewer_knobs_to_autotune()
         tr.measure({"map": 1}, start=True)
         for c in (8, -1):
             tr.measure({"map": c})
-        _confirm(tr, 2, tie=tie)
+        confirm(tr, 2, tie=tie)
         return tr.best.config["map"], tr.outcome().extra
 
     # AUTOTUNE (-1) wins its new look by 2.5%: within a 5% tie, the set value is kept...
@@ -294,7 +294,7 @@ class _WorkersEnv(ScriptedEnv):
 
 def test_on_a_tie_the_race_keeps_the_config_that_holds_far_less_memory():
     # A DataLoader's spawned workers each import torch: 8 held 1.98 GB, 2 held 0.67 GB.
-    from intune_flow.search.intune import _confirm
+    from intune_flow.search.race import confirm
     from intune_flow.search.tracker import Tracker
 
     def race(looks, tie, steps=5):
@@ -303,7 +303,7 @@ def test_on_a_tie_the_race_keeps_the_config_that_holds_far_less_memory():
         tr.measure({"map": 1}, start=True)
         for c in sorted(looks, reverse=True)[:-1]:
             tr.measure({"map": c})
-        _confirm(tr, 2, tie=tie)
+        confirm(tr, 2, tie=tie)
         return tr.best.config["map"], tr.outcome().extra
 
     # 8 workers lead 3 by 2% on their new looks: within a 5% tie, the 3 are kept.
@@ -325,7 +325,7 @@ def test_on_a_tie_the_race_keeps_the_config_that_holds_far_less_memory():
 
 
 def test_where_no_race_fits_the_tie_rule_reads_the_best_windows():
-    from intune_flow.search.intune import _confirm
+    from intune_flow.search.race import confirm
     from intune_flow.search.tracker import Tracker
 
     def unraced(looks, tie):
@@ -334,7 +334,7 @@ def test_where_no_race_fits_the_tie_rule_reads_the_best_windows():
         tr.measure({"map": 1}, start=True)
         for c in (8, -1, 4):
             tr.measure({"map": c})
-        _confirm(tr, 2, tie=tie)             # no measurement left: no race
+        confirm(tr, 2, tie=tie)             # no measurement left: no race
         assert env.order == [1, 8, -1, 4]
         return tr.best.config["map"], tr.outcome().extra
 
@@ -1052,7 +1052,7 @@ class PoolRaceEnv(TwoCoreEnv):
 def test_the_race_adds_the_best_config_with_its_pool_cut_to_the_cores_of_a_busy_cpu():
     # Trial 61's sessions pipeline: 14-16k records/s on a 3-4 thread pool, 22k on tf.data's
     # one thread per core, which the walk's single windows did not tell apart.
-    from intune_flow.search.intune import _confirm
+    from intune_flow.search.race import confirm
     from intune_flow.search.tracker import Tracker
     best, runner_up = ({"read": 8, "map": 8, "prefetch": 2, "pool": 3},
                        {"read": 4, "map": 8, "prefetch": 2, "pool": 3})
@@ -1064,7 +1064,7 @@ def test_the_race_adds_the_best_config_with_its_pool_cut_to_the_cores_of_a_busy_
         tr.measure(best)
         tr.measure(second)
         env.order.clear()
-        _confirm(tr, 2, tie=tie, pool_look=pools)
+        confirm(tr, 2, tie=tie, pool_look=pools)
         return tr.best.config, env.order
 
     cut = {**best, "pool": 2}
@@ -1102,7 +1102,8 @@ def test_a_config_a_quarter_behind_on_its_best_window_is_not_raced():
     # against the GETs back at 128 calls, 0.56 of it on its best window; the walk could
     # have had them (the end has nothing to race: it walks on).
     from intune_flow.agent.walk import Walk
-    from intune_flow.search.intune import _confirm, _end_has_work
+    from intune_flow.search.intune import _end_has_work
+    from intune_flow.search.race import confirm
     from intune_flow.search.tracker import Tracker
     stages = {"read": 8, "map": 8, "prefetch": 2}
 
@@ -1116,7 +1117,7 @@ def test_a_config_a_quarter_behind_on_its_best_window_is_not_raced():
         walk = Walk(SPACE, tr.best, cpu_budget=2, ram_budget=1 << 30)
         has_work = _end_has_work(tr, env, walk)
         before = len(tr.history)
-        _confirm(tr, 2)
+        confirm(tr, 2)
         return has_work, [m.config["pool"] for m in tr.history[before:]]
 
     assert searched({1: 10.0, 8: 100.0, 3: 56.0}) == (False, [])
@@ -1148,7 +1149,7 @@ def test_the_tie_rule_keeps_no_config_that_sets_a_stage_below_what_autotune_ran_
     # README-only trial, a heavy map after batch, 20 s: the race returned the map at one
     # call over the map at AUTOTUNE (held at 2) on means 6% apart, 0.74 of all-AUTOTUNE.
     from intune_flow.agent.walk import config_key
-    from intune_flow.search.intune import _confirm
+    from intune_flow.search.race import confirm
     from intune_flow.search.tracker import Tracker
     stages = {"read": 8, "prefetch": 2, "pool": 2}
 
@@ -1160,7 +1161,7 @@ def test_the_tie_rule_keeps_no_config_that_sets_a_stage_below_what_autotune_ran_
         tr.measure(SPACE.ones(), start=True)
         tr.measure(hybrid)
         tr.measure(static)
-        _confirm(tr, 2, tie=0.08)
+        confirm(tr, 2, tie=0.08)
         return tr.best.config["map"]
 
     assert race(static_map=1) == AUTOTUNE       # one call where AUTOTUNE ran two
@@ -1172,7 +1173,7 @@ def test_the_pool_cut_to_the_cores_takes_the_race_by_leading_it():
     # threads) led the race, and the tie rule took a config with no knob at AUTOTUNE on 8
     # threads 6% behind it; side by side 2 threads read 1.41x 8.
     from intune_flow.agent.walk import config_key
-    from intune_flow.search.intune import _confirm
+    from intune_flow.search.race import confirm
     from intune_flow.search.tracker import Tracker
     lead = {"read": 8, "map": AUTOTUNE, "prefetch": 2, "pool": 8}
     static, cut = {**lead, "map": 8}, {**lead, "pool": 2}
@@ -1182,7 +1183,7 @@ def test_the_pool_cut_to_the_cores_takes_the_race_by_leading_it():
     tr.measure(SPACE.ones(), start=True)
     tr.measure(lead)
     tr.measure(static)
-    _confirm(tr, 2, tie=0.08, pool_look=True)
+    confirm(tr, 2, tie=0.08, pool_look=True)
     assert tr.best.config == cut
     assert tr.outcome().extra["chosen_by"] == "race"
 
@@ -1190,7 +1191,7 @@ def test_the_pool_cut_to_the_cores_takes_the_race_by_leading_it():
 def test_on_a_tie_the_race_keeps_the_config_whose_pool_holds_fewer_threads():
     # Two-CPU-maps pipeline, 20 s search: 8 calls per stage on 8 threads led 3 threads by
     # 4% on one look each, and the 8-thread pick read 0.90 of a 2-thread pool side by side.
-    from intune_flow.search.intune import _confirm
+    from intune_flow.search.race import confirm
     from intune_flow.search.tracker import Tracker
     stages = {"read": 8, "map": 8, "prefetch": 2}
 
@@ -1200,7 +1201,7 @@ def test_on_a_tie_the_race_keeps_the_config_whose_pool_holds_fewer_threads():
         tr.measure({**SPACE.ones(), "pool": 1}, start=True)
         for pool in (8, 3):
             tr.measure({**stages, "pool": pool})
-        _confirm(tr, 2, tie=tie)
+        confirm(tr, 2, tie=tie)
         return tr.best.config["pool"], tr.outcome().extra
 
     chosen, extra = race({1: 10.0, 8: 104.0, 3: 100.0}, tie=0.05)
@@ -1215,7 +1216,7 @@ def test_on_a_tie_the_race_keeps_the_config_whose_pool_holds_fewer_threads():
     tr.measure({**SPACE.ones(), "pool": 1}, start=True)
     for pool in (8, AUTOTUNE):
         tr.measure({**stages, "pool": pool})
-    _confirm(tr, 2, tie=0.05)
+    confirm(tr, 2, tie=0.05)
     assert tr.best.config["pool"] == 8
     # Where no race fits, the same rule reads the best windows.
     chosen, extra = race({1: 10.0, 8: 104.0, 3: 100.0}, tie=0.05, steps=2)
@@ -1223,13 +1224,13 @@ def test_on_a_tie_the_race_keeps_the_config_whose_pool_holds_fewer_threads():
 
 
 def test_a_budget_that_races_three_candidates_keeps_a_measurement_for_the_pool():
-    from intune_flow.search.intune import _confirm_count, CONFIRM
+    from intune_flow.search.race import CONFIRM, confirm_count
     from intune_flow.search.tracker import Tracker
     start = {"read": 1, "map": 1, "prefetch": 1, "pool": 2}
     for steps, kept in ((20, True), (10, False)):
         env = PoolRaceEnv()
         tr = Tracker(env, "intune", budget_s=1e9, max_steps=steps, progress=lambda ev: None)
-        assert (_confirm_count(tr) >= CONFIRM) is kept
+        assert (confirm_count(tr) >= CONFIRM) is kept
         out = run_search(PoolRaceEnv(), "intune", start=start, budget_s=1e9, max_steps=steps,
                          seed=0, progress=False)
         assert len(out.history) == steps + 1                     # the start, then the budget
