@@ -33,7 +33,8 @@ _BLANK = ("", "none", "null")
 _TRUE = {"true", "1", "yes", "on", "y", "t"}
 _FALSE = {"false", "0", "no", "off", "n", "f"}
 _REF = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-_FORM = '"package.module:function" (e.g. "examples.criteo:criteo_pipeline")'
+PIPELINE_FORM = '"package.module:function" (e.g. "intune_flow.examples.criteo:criteo_pipeline")'
+"""How a pipeline reference is written, in every message that asks for one."""
 
 
 def arg(default, kind: str, doc: str, surfaces: tuple[str, ...] = _EVERYWHERE, **kw):
@@ -127,7 +128,7 @@ class TuneOptions:
                                "agent (method='intune') nested; leave method unset, or drop "
                                "workers= to compare single-node methods")
         if options.pipeline is None:
-            raise OptionsError(f"{_at(where)}needs pipeline={_FORM}: the dataset factory to tune")
+            raise missing_pipeline(where)
         if source is not None and isinstance(options.pipeline, str) and not (
                 deferred is not None and deferred(options.pipeline)):
             options._check_source(where, missing_ok=source == "optional", deferred=deferred)
@@ -247,8 +248,10 @@ class TuneOptions:
             kwargs = None
         try:
             check_reference(self.pipeline, kwargs, what=f"{where} pipeline", missing_ok=missing_ok)
-        except PipelineError as exc:
-            raise PipelineError(str(exc)) from None
+        except PipelineError as exc:    # each message names the surface, as the others do
+            said = str(exc)
+            raise PipelineError(said if not where or said.startswith(where)
+                                else f"{_at(where)}{said}") from None
 
 
 def _field(name: str):
@@ -268,6 +271,12 @@ def coerce(name: str, value: Any, *, where: str = "tune()") -> Any:
     if value is None:          # the argument's default
         return {} if kind == "kwargs" else f.default
     return _COERCE[kind](name, value, text, where, f.metadata)
+
+
+def missing_pipeline(where: str) -> OptionsError:
+    """The error of every surface given no pipeline (``where`` names the surface)."""
+    return OptionsError(f"{_at(where)}needs pipeline={PIPELINE_FORM}, or the factory itself: "
+                        "the dataset factory to tune")
 
 
 def _at(where: str) -> str:
@@ -370,13 +379,13 @@ def _pipeline(name, value, text, where, meta):
     if text is None:
         if callable(value) or hasattr(value, "describe"):   # a factory or a Pipeline
             return value
-        raise _problem(where, name, value, f"a factory or {_FORM}",
+        raise _problem(where, name, value, f"a factory or {PIPELINE_FORM}",
                        "pass a function f(knobs, **kwargs) or its reference")
     if not _REF.match(text):
         if not text or text.lower() in _BLANK:
-            raise OptionsError(f"{_at(where)}needs pipeline={_FORM}: the dataset factory to tune")
+            raise missing_pipeline(where)
         raise PipelineError(f"{_at(where)}pipeline reference {value!r} is malformed; write it as "
-                            f"{_FORM}")
+                            f"{PIPELINE_FORM}")
     return text
 
 

@@ -27,6 +27,7 @@ from .bounded import Hung, call_bounded, run_bounded
 from .errors import (FactoryError, KnobError, PipelineError, describe_error, did_you_mean,
                      near_misses)
 from .knobs import AUTOTUNE, Knobs, KnobSpace
+from .options import PIPELINE_FORM
 
 log = logging.getLogger(__name__)
 _SAID_REJECTED: set = set()
@@ -34,13 +35,11 @@ _SAID_REJECTED: set = set()
 load of a pipeline by name (``TuneResult.from_dict(d).build()``) finds them again, and says
 so at debug level (two threads discovering it at once may both say it at info)."""
 
-_FORM = '"package.module:function" (e.g. "examples.criteo:criteo_pipeline")'
-
 
 def _import_ref(ref: str) -> Callable:
     module_name, sep, attr = ref.partition(":")
     if not sep or not module_name.strip() or not attr.strip() or ":" in attr:
-        raise PipelineError(f"pipeline reference {ref!r} is malformed; write it as {_FORM}")
+        raise PipelineError(f"pipeline reference {ref!r} is malformed; write it as {PIPELINE_FORM}")
     module_name, attr = module_name.strip(), attr.strip()
     try:
         module = importlib.import_module(module_name)
@@ -62,7 +61,7 @@ def _import_ref(ref: str) -> Callable:
                 f"cannot import module {module_name!r} of pipeline {ref!r}: "
                 f"{type(exc).__name__}: {exc}. Check that the module is installed or on "
                 f"sys.path (PYTHONPATH, or run from its parent directory) and spell it as "
-                f"{_FORM}") from exc
+                f"{PIPELINE_FORM}") from exc
     except Exception as exc:  # the module imported but raised at import time
         raise PipelineError(f"importing module {module_name!r} of pipeline {ref!r} raised "
                             f"{type(exc).__name__}: {exc}; fix the module") from exc
@@ -81,7 +80,7 @@ def _import_ref(ref: str) -> Callable:
                     f"pipeline {ref!r} is a factory defined in the script that was run (its "
                     f"__main__, such as a flow file), not in this one; give it the factory "
                     f"again: result.bind(factory).build(), or define the factory in a module "
-                    f"and pass {_FORM}") from None
+                    f"and pass {PIPELINE_FORM}") from None
             raise PipelineError(f"module {module_name!r} has no attribute {attr!r}"
                                 f"{did_you_mean([attr], names)}; callables there: {names}"
                                 f"{_origin(module)}") from None
@@ -154,7 +153,7 @@ class Pipeline:
         if not callable(factory):
             raise PipelineError(f"a pipeline factory must be callable, got "
                                 f"{type(factory).__name__}; pass a function f(knobs, **kwargs) "
-                                f"or a {_FORM} string")
+                                f"or a {PIPELINE_FORM} string")
         self.factory = factory
         self.kwargs = dict(kwargs or {})
         self.ref = ref or _ref_of(factory)

@@ -2,7 +2,7 @@
 
 One probe, used by the tuner, the baselines, the benchmarks and the integrations::
 
-    m = probe("examples.criteo:criteo_pipeline", {"read": 4, "parse": 2}, window_s=3)
+    m = probe("intune_flow.examples.criteo:criteo_pipeline", {"read": 4, "parse": 2}, window_s=3)
     m.records_per_s, m.cpu_util, m.peak_rss, m.status
 
 How it measures: the pipeline is built and iterated in a worker thread; the calling

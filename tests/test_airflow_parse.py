@@ -61,7 +61,9 @@ def test_test_dags_import_without_errors():
     ('pipeline="examples.criteo:criteo_pipline"',
      "module 'examples.criteo' defines no 'criteo_pipline' (did you mean 'criteo_pipline' -> 'criteo_pipeline'?)"),
     ('pipeline="examples.criteo:criteo_pipeline", pipeline_kwargs={"batchsize": 64}',
-     "takes no argument(s) ['batchsize'] (did you mean 'batchsize' -> 'batch_size'?)"),
+     # names the task, as every other message here does (README-only trial 91)
+     "InTuneOperator (task_id 'tune'): pipeline factory examples.criteo:criteo_pipeline takes no "
+     "argument(s) ['batchsize'] (did you mean 'batchsize' -> 'batch_size'?)"),
 ])
 def test_bad_arguments_are_import_errors_with_clear_messages(args, message, request):
     from airflow.dag_processing.dagbag import DagBag
@@ -163,8 +165,8 @@ def test_the_operator_names_a_misspelled_argument():
         with pytest.raises(IntuneError, match=r"\['pipline'\] \(did you mean 'pipline' -> "
                                               r"'pipeline'\?\)"):
             InTuneOperator(task_id="v", pipline="m:f")
-        with pytest.raises(IntuneError, match=r"InTuneOperator \(task_id 'w'\) needs "
-                                              r"pipeline='module:attribute'"):
+        with pytest.raises(IntuneError, match=r"InTuneOperator \(task_id 'w'\): needs "
+                                              r"pipeline=\"package.module:function\""):
             InTuneOperator(task_id="w")
 
 
@@ -177,7 +179,7 @@ def test_intune_task_names_a_misspelled_argument():
         intune_task(pipeline="m:f", budget=20)
     with pytest.raises(IntuneError, match=r"did you mean 'pipline' -> 'pipeline'\?"):
         intune_task(pipline="m:f")
-    with pytest.raises(IntuneError, match=r"intune_task needs pipeline='module:attribute'"):
+    with pytest.raises(IntuneError, match=r"intune_task: needs pipeline=\"package.module:"):
         intune_task(budget_s=20)
 
 

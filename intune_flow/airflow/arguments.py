@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..errors import OptionsError, did_you_mean, near_misses
-from ..options import TuneOptions
+from ..options import TuneOptions, missing_pipeline
 
 NAMES = (*TuneOptions.names("airflow"), "aws_conn_id")
 """Every tuning argument of ``InTuneOperator``, ``intune_task`` and ``@task.intune``."""
@@ -48,8 +48,7 @@ def require_pipeline(pipeline, *, where: str) -> None:
     """Raise :class:`OptionsError` when no ``pipeline`` was given (Airflow's own check would
     only say a keyword argument is missing)."""
     if pipeline is None:
-        raise OptionsError(f"{where} needs pipeline='module:attribute' (a factory "
-                           "reference, or the factory itself)")
+        raise missing_pipeline(where)
 
 
 def check(raw: Mapping[str, Any], *, where: str) -> None:

@@ -4,7 +4,7 @@ Stack it under (or over) ``@task``; the function receives ``intune``, an
 :class:`IntuneContext` with the tuned config and the pipeline built from it::
 
     @task
-    @intune_task(pipeline="examples.criteo:criteo_pipeline", budget_s=30,
+    @intune_task(pipeline="intune_flow.examples.criteo:criteo_pipeline", budget_s=30,
                  pipeline_kwargs="data")
     def train(data, intune=None):
         for batch in intune.dataset(): ...

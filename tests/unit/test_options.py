@@ -1,6 +1,8 @@
 """TuneOptions: one parser for every surface's tuning arguments (no TensorFlow, no servers)."""
 
 import dataclasses
+import importlib.util
+import re
 import subprocess
 import sys
 
@@ -57,8 +59,15 @@ def test_every_error_is_a_configuration_error_and_a_value_error():
 def test_a_malformed_or_missing_pipeline_is_refused():
     with pytest.raises(PipelineError, match="is malformed"):
         TuneOptions.parse({"pipeline": "no_colon"})
-    with pytest.raises(OptionsError, match="needs pipeline="):
+    with pytest.raises(OptionsError, match="needs pipeline=") as missing:
         TuneOptions.parse({"budget_s": 5})
+    # The example every such message gives is a factory an installed package has (README-only
+    # trial 91: it named "examples.criteo:...", which imports only from a checkout).
+    example = re.search(r'e\.g\. "([\w.]+:\w+)"', str(missing.value)).group(1)
+    module, _, name = example.partition(":")
+    spec = importlib.util.find_spec(module)      # found without importing TensorFlow
+    assert module.startswith("intune_flow.") and spec is not None
+    assert f"def {name}(" in open(spec.origin).read()
 
 
 def test_unknown_names_and_names_of_other_surfaces_are_refused():
