@@ -2,7 +2,7 @@
 
 ::
 
-    result = intune_flow.tune("examples.criteo:criteo_pipeline", budget_s=60,
+    result = intune_flow.tune("intune_flow.examples.criteo:criteo_pipeline", budget_s=60,
                               cache="s3://ml-bucket/intune")
     ds = result.build()
 
@@ -329,16 +329,30 @@ class TuningRun:
                               "tuned", "; ".join(self.notes) or None)
 
     def fallback(self, reason: str) -> TuneResult:
-        """The cached config, else the factory defaults, so training can go on."""
+        """The cached config, else the factory defaults, so training can go on; where the
+        defaults are what failed (the factory's first build, or a probe of them that raised
+        or hung), the warning says that training will fail the same way."""
         if self.record is not None:
             config, what = dict(self.record.config), "the cached config"
         elif self.description is not None:
             config, what = self.description.space.defaults(), "the factory defaults"
         else:
             config, what = {}, "the factory defaults"
+        doomed = self.record is None and (self.description is None or self._failed_here(config))
+        if doomed:
+            what += ", which failed in this run too"
         result = TuneResult.fallback(reason, config=config, what=what, **self._identity())
-        _warn(result, f"tuning failed ({reason}); using {what} so training can go on")
+        _warn(result, f"tuning failed ({reason}); using {what}" + (
+            ": training will fail the same way until the pipeline is fixed" if doomed
+            else " so training can go on"))
         return result
+
+    def _failed_here(self, config: dict) -> bool:
+        """Whether a probe of ``config`` (as given, or with its AUTOTUNE knobs at the values
+        a search starts from) raised or hung in this run."""
+        forms = (dict(config), self.description.space.concretize(config, self.cpu_budget))
+        return any(m.config in forms and m.status in (STATUS_ERROR, STATUS_TIMEOUT)
+                   for m in self.history)
 
     # -- verification --------------------------------------------------------------------
     def _verify(self, env, config: dict, record: Record) -> tuple[list[Measurement], bool, str]:

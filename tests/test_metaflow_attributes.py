@@ -6,7 +6,8 @@ import sys
 import pytest
 
 from intune_flow.errors import ConfigurationError
-from intune_flow.metaflow.attributes import build_time_values, deferred, parse, resolve
+from intune_flow.metaflow.attributes import (build_time_values, deferred, parameter_note, parse,
+                                             resolve)
 from intune_flow.metaflow.card import config_rows, history_rows, summary_rows, throughput_png
 from intune_flow.metaflow.defaults import default_cache, resource_budgets
 from intune_flow.metaflow.summary import format_side_by_side, format_summary, summarize
@@ -104,6 +105,20 @@ def test_parameters_and_callables_are_checked_with_defaults_and_resolved_on_the_
         parse(build_time_values({"pipeline": REF, "budget_s": Parameter("b", default=-1)}))
 
 
+def test_a_wrong_value_from_a_parameter_names_the_parameter():
+    from metaflow import Parameter
+
+    # README-only trial 91: `run --budget 0` was answered "budget_s must be ...; e.g.
+    # budget_s=60", which sends the fix to the decorator, not to the run's --budget.
+    attrs = {"pipeline": REF, "budget_s": Parameter("budget", default=30),
+             "window_s": Parameter("window", default=1.0), "strict": False}
+    note = parameter_note(attrs, {**attrs, "budget_s": 0, "window_s": 1.0})
+    assert note == (" (budget_s is the flow's Parameter 'budget': this run's --budget or the "
+                    "Parameter's default)")
+    assert parameter_note(attrs, {**attrs, "budget_s": 5, "window_s": 1.0}) == ""
+    assert parameter_note({"pipeline": REF, "budget_s": 0}, {"pipeline": REF, "budget_s": 0}) == ""
+
+
 class _Deco:
     def __init__(self, name, attributes, user_set):
         self.name, self.attributes, self._user_defined_attributes = name, attributes, set(user_set)
@@ -153,6 +168,8 @@ def test_card_rows_hold_the_figures():
     assert config_rows(mixed)[0] == ["read", "1", "AUTOTUNE (12)", "-"]   # what AUTOTUNE held
     assert config_rows({**mixed, "history": []})[0][2] == "AUTOTUNE"
     assert [r[3] for r in history_rows(RECORD)] == ["ok", "ok", "oom"]
+    # numbered as the log's "step N" lines: step 0 is the start (README-only trial 91)
+    assert [r[0] for r in history_rows(RECORD)] == ["0", "1", "2"]
     fallback = dict(summary_rows({**RECORD, "source": "fallback", "reason": "it broke"}))
     assert fallback["fallback reason"] == "it broke"
     assert rows["vs AUTOTUNE"] == "not measured"

@@ -178,6 +178,7 @@ def test_fallback_when_factory_raises(cache_dir, caplog):
     assert "factory exploded on purpose" in result.reason
     assert result.config == {}
     assert "tuning failed" in caplog.text
+    assert "which failed in this run too: training will fail the same way" in caplog.text
     assert get_cache(cache_dir).list() == []          # nothing written on failure
 
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..errors import OptionsError
-from ..options import TuneOptions
+from ..errors import ConfigurationError, OptionsError
+from ..options import TuneOptions, coerce
 
 WHERE = "@intune"
 DEFAULTS: dict[str, Any] = TuneOptions.defaults("metaflow")
@@ -65,6 +65,22 @@ def resolve(attributes: Mapping[str, Any], flow) -> dict[str, Any]:
                     f"{WHERE}: the pipeline_kwargs callable raised {type(exc).__name__}: {exc}; "
                     "it receives the flow and must return a dict of factory arguments") from exc
     return out
+
+
+def parameter_note(attributes: Mapping[str, Any], values: Mapping[str, Any]) -> str:
+    """For an error in ``values`` (``attributes`` with their Parameters replaced by a value):
+    " (...)" naming each attribute whose value came from a flow Parameter and is wrong on its
+    own, with that Parameter, so the fix goes where the value came from (the run's command
+    line or the Parameter's default), not to the decorator; "" when none is."""
+    named = []
+    for key, value in attributes.items():
+        if _is_parameter(value) and key in values:
+            try:
+                coerce(key, values[key], where=WHERE)
+            except ConfigurationError:
+                named.append(f"{key} is the flow's Parameter {value.name!r}: this run's "
+                              f"--{value.name} or the Parameter's default")
+    return f" ({'; '.join(named)})" if named else ""
 
 
 def parse(attributes: Mapping[str, Any]) -> TuneOptions:

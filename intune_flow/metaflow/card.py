@@ -85,9 +85,10 @@ def _knob(value, held=None) -> str:
 
 
 def history_rows(record: dict) -> list[list[str]]:
-    """``[step, config, throughput, status, seconds]`` per measurement of the tuning phase."""
+    """``[step, config, throughput, status, seconds]`` per measurement of the tuning phase,
+    numbered from 0 as the log's ``step N`` lines are (step 0: the start)."""
     rows = []
-    for i, m in enumerate(record.get("history") or [], 1):
+    for i, m in enumerate(record.get("history") or []):
         rows.append([str(i), json.dumps(m.get("config"), sort_keys=True),
                      _fmt(m.get("throughput"), " /s"), _fmt(m.get("status")),
                      _fmt(m.get("seconds"), " s")])
@@ -107,7 +108,7 @@ def throughput_png(record: dict) -> bytes | None:
 
     fig = Figure(figsize=(7, 3.2), dpi=100)
     ax = fig.subplots()
-    steps = list(range(1, len(history) + 1))
+    steps = list(range(len(history)))          # as the log and the table number them
     values = [float(m.get("throughput") or 0.0) for m in history]
     ok = [m.get("status", "ok") == "ok" for m in history]
     ax.plot(steps, values, color="#4477aa", lw=1, zorder=1)
@@ -143,8 +144,8 @@ def components(record: dict) -> list:
     out = [Markdown(f"## @intune: `{record.get('pipeline')}`"),
            Table(summary_rows(record), headers=["", ""])]
     if record.get("source") == "fallback":
-        out.append(Markdown(f"**Tuning fell back**: {record.get('reason') or 'unknown reason'}. "
-                            "The step ran with the cached config or the factory's defaults."))
+        # the reason ends with the config the step ran with ("; using the cached config")
+        out.append(Markdown(f"**Tuning fell back**: {record.get('reason') or 'unknown reason'}."))
     rows = config_rows(record)
     if rows:
         out += [Markdown("### Config: start vs. chosen"),

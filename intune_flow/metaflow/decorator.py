@@ -29,7 +29,8 @@ from metaflow.exception import MetaflowException
 from ..errors import ConfigurationError
 from ..options import TuneOptions
 from . import card as intune_card
-from .attributes import DEFAULTS, WHERE, build_time_values, deferred, parse, resolve
+from .attributes import (DEFAULTS, WHERE, build_time_values, deferred, parameter_note, parse,
+                         resolve)
 from .defaults import datastore_s3_client, default_cache, resource_budgets
 from .session import IntuneSession
 
@@ -107,7 +108,8 @@ class IntuneDecorator(StepDecorator):
         try:
             return parse(attributes)
         except ConfigurationError as exc:
-            raise IntuneDecoratorException(f"{self._where}: {exc}") from None
+            raise IntuneDecoratorException(
+                f"{self._where}: {exc}{parameter_note(self.attributes, attributes)}") from None
 
     # -- card ----------------------------------------------------------------------------
     def _attach_card(self, flow, step_name, decorators) -> None:

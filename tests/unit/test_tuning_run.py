@@ -177,6 +177,13 @@ def test_every_probe_failing_on_a_miss_falls_back_to_the_defaults(target, cache)
     r = _run(SimTarget(target.sim, fail=True), cache)
     assert r.source == "fallback" and r.config == target.sim.space.defaults()
     assert "every probe failed" in r.reason and cache.records("") == []
+    # The defaults failed here too: no "so training can go on" (README-only trial 91: the
+    # step's next build raised the same error the warning had said training would survive).
+    assert r.reason.endswith("; using the factory defaults, which failed in this run too")
+    assert [w for w in r.warnings if w.startswith("tuning failed (")] == [
+        f"tuning failed ({r.reason.rsplit('; using', 1)[0]}); using the factory defaults, "
+        "which failed in this run too: training will fail the same way until the pipeline "
+        "is fixed"]
 
 
 def test_strict_raises_instead_of_falling_back(target, cache):
