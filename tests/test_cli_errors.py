@@ -66,6 +66,9 @@ def test_a_prefix_of_an_option_is_rejected_naming_the_option():
     proc = _cli("tune", TINY, "--budget", "5")
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "unrecognized arguments: --budget 5 (did you mean --budget-s?)" in proc.stderr
+    # with the subcommand's usage and name (README-only trial 91 got the top level's)
+    assert proc.stderr.startswith("usage: intune-flow tune ") and \
+        "intune-flow tune: error: unrecognized arguments" in proc.stderr, proc.stderr
     # the hint comes from the subcommand given: probe has no --budget-s to point to
     proc = _cli("probe", TINY, "--budget-s", "5")
     assert proc.returncode == 2, proc.stderr[-2000:]

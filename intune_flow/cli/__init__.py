@@ -27,11 +27,12 @@ class _Parser(argparse.ArgumentParser):
     def parse_args(self, args=None, namespace=None):
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
-            known = _long_options(_subcommand(self, parsed))
+            chosen = _subcommand(self, parsed)     # its usage, not the top level's
+            known = _long_options(chosen)
             close = [m for arg in extras if arg.startswith("--")
                      for m in difflib.get_close_matches(arg.split("=")[0], known, n=1)]
             hint = f" (did you mean {', '.join(dict.fromkeys(close))}?)" if close else ""
-            self.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+            chosen.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
         return parsed
 
 
