@@ -378,17 +378,24 @@ def _looks(looks):
 
 
 def at_their_max(space, config: dict, implicit=(), contended: bool = False,
-                 idle=()) -> list[str]:
+                 idle=(), one_core: float | None = None) -> list[str]:
     """A warning per declared thread knob the search left at its ``max``: the bound, not the
     pipeline, may have stopped it (an I/O-bound read can use hundreds of calls). For configs
     that left the CPU room: on a busy CPU more calls only take turns. ``contended``: other
     processes kept the CPU busy (this one did not), so the warning says the CPU may be what
     held the search: calls that wait would still use more, calls that compute would not.
     ``idle``: knobs whose calls something else held (16 map calls on a pool of 3 threads,
-    read as not all busy), which more calls would not help."""
+    read as not all busy), which more calls would not help. ``one_core``: the cores the
+    process had, where its threads used about one of them (a pipeline whose calls run
+    Python in threads can use no more: the GIL, not the bound, may be what held it)."""
     doubt = (" (other processes kept the CPU busy while it was measured: if its calls "
              "compute rather than wait, the CPU, not the bound, may be what held it)"
              if contended else "")
+    if one_core:
+        doubt += (f" (this process used about one core of {one_core:g}: if its calls run "
+                  "Python in threads, such as a torchdata method=\"thread\" mapper or a "
+                  "tf.py_function, the GIL, not the bound, may be what held it, and more "
+                  "calls would not run in parallel)")
     return [f"knob {k.name!r} was tuned to its max ({k.max}): the best may lie above it; if "
             f"the pipeline can use more, raise the bound in the factory "
             f"(knobs.{k.kind}({k.name!r}, max=...)) and tune again{doubt}"

@@ -47,6 +47,9 @@ from .result import TuneResult, portable_kwargs
 
 log = logging.getLogger(__name__)
 
+ONE_CORE = 0.15
+"""A process whose use of the CPU is within this many cores of one reads as held to one core
+(:func:`one_core`)."""
 OTHERS_BUSY = 0.10
 """Other processes' share of the CPU budget, above this process's own use, from which a
 measurement counts as taken on a machine others kept busy (:func:`contended`)."""
@@ -196,6 +199,19 @@ def contended(m: Measurement) -> bool:
     alone keeps near the threshold also shows a few points of kernel and background work
     above its own use, which is not others' load."""
     return m.cpu_busy >= BUSY_CPU and m.others_busy >= OTHERS_BUSY
+
+
+def one_core(m: Measurement, cpu_budget: float, framework: str) -> float | None:
+    """``cpu_budget``, where ``m`` used about one of its cores (within ``ONE_CORE``) and it
+    had more: a process whose calls run Python in threads can use no more (the GIL). None
+    otherwise, and for a DataLoader, whose work runs in worker processes (``cpu_util``
+    counts them too). README-only trial 90: a torchdata pipeline of thread mappers used
+    0.96 of 2 cores, and its collate, named at its max of 8, read the same at 1, 2, 4 and 8
+    calls side by side."""
+    if cpu_budget >= 2 and abs(m.cpu_util * cpu_budget - 1) <= ONE_CORE and \
+            framework != "torch.utils.data":
+        return cpu_budget
+    return None
 
 
 class TuningRun:
@@ -497,7 +513,9 @@ class TuningRun:
                     if share < SATURATED and pool is not None and m.config.get(name, 0) > pool]
             idle += flat_below_max(space, result.config, looks)
             for msg in at_their_max(space, result.config, self.description.implicit,
-                                    contended=contended(m), idle=idle):
+                                    contended=contended(m), idle=idle,
+                                    one_core=one_core(m, self.cpu_budget,
+                                                      self.description.framework)):
                 _warn(result, msg)
 
     # -- writing -------------------------------------------------------------------------

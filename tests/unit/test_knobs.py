@@ -118,6 +118,27 @@ def test_declared_thread_knobs_tuned_to_their_max_are_named_with_the_fix():
     assert not any("other processes" in w for w in out)
 
 
+def test_a_knob_at_its_max_in_a_process_held_to_one_core_is_named_with_the_gil_doubt():
+    # README-only trial 90: a torchdata pipeline of thread mappers used 0.96 of 2 cores; its
+    # collate, named at its max of 8 ("raise the bound"), read the same at 1-8 calls.
+    from intune_flow.measurement import Measurement
+    from intune_flow.tune import one_core as cores_if_one_used
+
+    space = KnobSpace((Knob("collate", "parallelism", 1, 8, 1),))
+    plain = at_their_max(space, {"collate": 8})
+    held = at_their_max(space, {"collate": 8}, one_core=2)
+    assert len(held) == 1 and held[0].startswith(plain[0])
+    assert "used about one core of 2" in held[0] and "the GIL, not the bound" in held[0]
+    assert "GIL" not in plain[0]
+
+    def one_core(framework, cores, util):
+        return cores_if_one_used(Measurement(config={}, cpu_util=util), cores, framework)
+    assert one_core("torchdata", 2, 0.48) == 2 and one_core("tf.data", 4, 0.26) == 4
+    assert one_core("torchdata", 2, 0.75) is None          # 1.5 cores: threads ran in parallel
+    assert one_core("torchdata", 1, 0.9) is None           # one core is all it had
+    assert one_core("torch.utils.data", 2, 0.5) is None    # worker processes, no shared GIL
+
+
 def test_a_knob_at_its_max_whose_calls_were_not_all_busy_is_not_named():
     # README-only trial 70: 16 parse and 16 feature calls on a pool of 3 threads were named
     # ("raise the bound") though the pool held them; their stage signals read them idle.
@@ -133,8 +154,8 @@ def test_a_knob_at_its_max_whose_calls_were_not_all_busy_is_not_named():
     assert len(at_their_max(space, config, ("threadpool",))) == 2
     assert [w[:12] for w in at_their_max(space, config, ("threadpool",), idle=["parse"])] == \
         ["knob 'read' "]
-    run = SimpleNamespace(description=SimpleNamespace(space=space, implicit=("threadpool",)),
-                          cpu_budget=2)
+    run = SimpleNamespace(description=SimpleNamespace(space=space, implicit=("threadpool",),
+                                                      framework="tf.data"), cpu_budget=2)
 
     def named(signals, pool=3):
         cfg = {**config, "threadpool": pool}
