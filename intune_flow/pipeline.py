@@ -32,8 +32,8 @@ from .options import PIPELINE_FORM
 log = logging.getLogger(__name__)
 _SAID_REJECTED: set = set()
 """(pipeline, knobs) whose refusal of AUTOTUNE was logged at info in this process: every
-load of a pipeline by name (``TuneResult.from_dict(d).build()``) finds them again, and says
-so at debug level (two threads discovering it at once may both say it at info)."""
+new load of a pipeline by name (the first ``build()`` of each ``TuneResult.from_dict``
+result) finds them again, and says so at debug level (two threads discovering it at once may both say it at info)."""
 
 
 def _import_ref(ref: str) -> Callable:
@@ -159,6 +159,7 @@ class Pipeline:
         self.ref = ref or _ref_of(factory)
         _check_kwargs(factory, self.kwargs, self.name)
         self._description: PipelineDescription | None = None
+        self._discovered: PipelineDescription | None = None   # knobs and options only
         self._late: dict[str, str] = {}    # knob -> warning: declared only at some configs
 
     # -- construction ----------------------------------------------------------------
@@ -198,12 +199,7 @@ class Pipeline:
         fails or hangs there only means no per-stage signals."""
         if self._description is None:
             limit = DISCOVERY_TIMEOUT_S if timeout_s is None else float(timeout_s)
-            try:
-                desc = call_bounded(self._discover, limit, "knob discovery (the factory's dry "
-                                                           "build)")
-            except Hung as exc:
-                raise Hung(f"{exc}; the pipeline factory {self.name} hangs (check its inputs "
-                           "and any blocking call in it)") from None
+            desc = self._knobs_described(limit)
             stages, _, hung = run_bounded(lambda: self._locate_stages(desc), limit)
             desc = replace(desc, stages={} if hung or stages is None else stages)
             inert, _, hung = run_bounded(lambda: self._inert_knobs(desc), limit)
@@ -211,6 +207,19 @@ class Pipeline:
                 desc = replace(desc, warnings=desc.warnings + tuple(inert))
             self._description = desc
         return self._description
+
+    def _knobs_described(self, limit: float = DISCOVERY_TIMEOUT_S) -> PipelineDescription:
+        """The knob space, implicit knobs, options and schema from the factory's dry builds
+        (:meth:`_discover`), made once: what building needs. :meth:`describe` adds the
+        stages and the inert knobs, which only tuning reads."""
+        if self._discovered is None:
+            try:
+                self._discovered = call_bounded(self._discover, limit, "knob discovery (the "
+                                                                       "factory's dry build)")
+            except Hung as exc:
+                raise Hung(f"{exc}; the pipeline factory {self.name} hangs (check its inputs "
+                           "and any blocking call in it)") from None
+        return self._discovered
 
     def _call(self, knobs: Knobs):
         try:
@@ -450,8 +459,11 @@ class Pipeline:
         return desc.adapter.prepare_config(desc.space, config, cpu_budget)
 
     def build(self, config: Mapping[str, int] | None = None, *, cpu_budget: float | None = None):
-        """A fresh dataset with ``config`` (missing knobs at their defaults)."""
-        return self._build(self.describe(), config, cpu_budget)
+        """A fresh dataset with ``config`` (missing knobs at their defaults). The first build
+        of a Pipeline not yet described makes the knob discovery's dry builds (not the
+        stage location or inert-knob builds tuning adds); later ones call the factory once."""
+        desc = self._description or self._knobs_described()
+        return self._build(desc, config, cpu_budget)
 
     def _build(self, desc: PipelineDescription, config, cpu_budget=None):
         # Discovery and the search build configs past the cores on purpose: torch's warning

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field, fields
 
@@ -85,6 +86,7 @@ class TuneResult:
         :meth:`serve` work even for a factory that cannot be imported again by name (one
         defined in ``__main__`` or in a function); returns the result."""
         self._pipeline = pipeline
+        self._loaded = {}
         return self
 
     def build(self, **factory_kwargs):
@@ -100,20 +102,34 @@ class TuneResult:
         from .errors import PipelineError
         from .pipeline import Pipeline
 
+        # One Pipeline per set of JSON factory arguments, so that later builds of this result
+        # skip the knob discovery's dry builds (README-only trial 90: 1.9 s a build); other
+        # arguments (a client, a lock) may compare equal while they differ, so are not kept.
+        try:
+            key = json.dumps(factory_kwargs, sort_keys=True)
+        except (TypeError, ValueError):
+            key = None
+        loaded = self.__dict__.setdefault("_loaded", {})
+        if key in loaded:
+            return loaded[key]
         bound = getattr(self, "_pipeline", None)
         if bound is not None:
-            return Pipeline.load(bound, **factory_kwargs)
-        if self.pipeline:
+            pipe = Pipeline.load(bound, **factory_kwargs)
+        elif self.pipeline:
             missing = [n for n in self.pipeline_kwargs_not_kept if n not in factory_kwargs]
             if missing:
                 raise PipelineError(
                     f"{self.pipeline} was tuned with factory arguments {missing} that the result "
                     f"does not keep (not JSON, or named like a secret); pass them again: "
                     f"result.build({', '.join(f'{n}=...' for n in missing)})")
-            return Pipeline.load(self.pipeline, **{**self.pipeline_kwargs, **factory_kwargs})
-        raise PipelineError("this result does not know its pipeline (it was tuned from a "
-                            "function that is not importable as module:attr); give it the "
-                            "factory again: result.bind(factory).build() (or .serve())")
+            pipe = Pipeline.load(self.pipeline, **{**self.pipeline_kwargs, **factory_kwargs})
+        else:
+            raise PipelineError("this result does not know its pipeline (it was tuned from a "
+                                "function that is not importable as module:attr); give it the "
+                                "factory again: result.bind(factory).build() (or .serve())")
+        if key is not None:
+            loaded[key] = pipe
+        return pipe
 
     def serve(self, *, processing_mode: str = "parallel_epochs", pool=None,
               replace_lost: bool = True, **factory_kwargs):

@@ -134,6 +134,43 @@ def test_a_refusal_of_autotune_is_said_at_info_once_per_process(caplog, fresh_lo
     assert said == [logging.INFO, logging.DEBUG, logging.DEBUG]
 
 
+BUILDS = []
+
+
+def counted(knobs, tag="a"):
+    """``tiny`` that notes each call of the factory."""
+    BUILDS.append(tag)
+    return tiny(knobs)
+
+
+def test_a_result_built_again_calls_the_factory_once_per_build():
+    # README-only trial 90: each build() of a TuneResult.from_dict result made the knob
+    # discovery's dry builds again (1.9 s a build on a zip of two file sources).
+    from intune_flow.result import TuneResult
+
+    d = TuneResult(config={"map": 3, "threadpool": 5}, pipeline="tests.test_pipeline:counted",
+                   pipeline_kwargs={"tag": "a"}).to_dict()
+    result = TuneResult.from_dict(d)
+    BUILDS.clear()
+    first = result.build()
+    discovery = len(BUILDS)
+    assert discovery > 1                         # the dry builds, then the build itself
+    second = result.build()
+    assert len(BUILDS) == discovery + 1 and BUILDS[-1] == "a"
+    assert second.options().threading.private_threadpool_size == 5 == \
+        first.options().threading.private_threadpool_size
+    result.build(tag="b")                        # other arguments: discovered for them
+    assert BUILDS[-1] == "b" and len(BUILDS) > discovery + 2
+    at = len(BUILDS)
+    result.build(tag="b")
+    assert len(BUILDS) == at + 1
+    # A build makes only the discovery's dry builds: fewer than tuning's description,
+    # which also locates the stages and looks for inert knobs.
+    BUILDS.clear()
+    Pipeline.load(counted).describe()
+    assert discovery < len(BUILDS)
+
+
 def test_schema_and_batch_size():
     p = Pipeline.load(tiny, batch_size=5, width=4)
     assert p.schema() == {"x": {"dtype": "float32", "shape": [None, 4]},
