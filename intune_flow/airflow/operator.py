@@ -61,7 +61,7 @@ class InTuneOperator(BaseOperator):
                      cpu_budget=cpu_budget, ram_budget=ram_budget, strict=strict,
                      method=method, window_s=window_s, timeout_s=timeout_s,
                      pipeline_kwargs=pipeline_kwargs, workers=workers, demand=demand)
-        arguments.check(given, where="InTuneOperator")   # a mistake is a DAG import error
+        arguments.check(given, where=where)   # a mistake is a DAG import error
         # Airflow 3 calls a callable found in a template field as a template: keep a factory
         # aside and show its name in the field.
         self._factory = pipeline if callable(pipeline) else None
