@@ -6,13 +6,15 @@ from metaflow import FlowSpec, Parameter, catch, current, intune, step
 
 class FallbackFlow(FlowSpec):
     strict = Parameter("strict", type=bool, default=False, help="fail the step if tuning fails")
+    budget = Parameter("budget", default=2, help="budget_s; 0 is refused on the task")
 
     @step
     def start(self):
         self.next(self.train)
 
     @catch(var="failure", print_exception=True)
-    @intune(pipeline="tiny_pipelines:broken_pipeline", budget_s=2, window_s=0.3, strict=strict)
+    @intune(pipeline="tiny_pipelines:broken_pipeline", budget_s=budget, window_s=0.3,
+            strict=strict)
     @step
     def train(self):
         self.step_ran_with = {"source": current.intune.source, "config": current.intune.config,
