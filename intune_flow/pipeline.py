@@ -33,7 +33,8 @@ log = logging.getLogger(__name__)
 _SAID_REJECTED: set = set()
 """(pipeline, knobs) whose refusal of AUTOTUNE was logged at info in this process: every
 new load of a pipeline by name (the first ``build()`` of each ``TuneResult.from_dict``
-result) finds them again, and says so at debug level (two threads discovering it at once may both say it at info)."""
+result) finds them again, and says so at debug level (two threads discovering it at once
+may both say it at info)."""
 
 
 def _import_ref(ref: str) -> Callable:
