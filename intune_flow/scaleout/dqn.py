@@ -66,12 +66,13 @@ class ScaleDQN:
         self.updates = 0
 
     def _networks(self, state: dict | None) -> tuple[ScaleQNet, ScaleQNet]:
-        """(online, target) networks, the online one loaded from validated ``state`` if given."""
+        """(online, target) networks, the online one loaded from ``state`` if given: weights
+        :func:`~intune_flow.scaleout.policy_io.validate_cluster_policy` passed (its callers
+        validate them, so that the weights' module may import the network's)."""
         online, target = ScaleQNet(self.cfg.hidden), ScaleQNet(self.cfg.hidden)
         if state is not None:
-            from .policy_io import validate_cluster_policy
-            clean = validate_cluster_policy(state, self.cfg.hidden)
-            online.load_state_dict({k: torch.from_numpy(v) for k, v in clean.items()})
+            online.load_state_dict({k: torch.from_numpy(np.asarray(v, np.float32))
+                                    for k, v in state.items()})
         target.load_state_dict(online.state_dict())
         return online, target
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ..agent.policy_io import PolicyError
+from .dqn import HIDDEN, ScaleQNet
 
 CLUSTER_POLICY = "cluster.safetensors"
 FORMAT = "intune-flow-cluster-dqn/1"
@@ -16,7 +17,6 @@ FORMAT = "intune-flow-cluster-dqn/1"
 
 def expected_shapes(hidden: int | None = None) -> dict[str, tuple[int, ...]]:
     """Parameter names and shapes of :class:`~intune_flow.scaleout.dqn.ScaleQNet`."""
-    from .dqn import HIDDEN, ScaleQNet
     net = ScaleQNet(hidden or HIDDEN)
     return {k: tuple(v.shape) for k, v in net.state_dict().items()}
 
