@@ -101,13 +101,13 @@ class WorkerPool:
         if registration_timeout_s <= 0:
             raise OptionsError(f"registration_timeout_s={registration_timeout_s!r}: give seconds > 0")
         if ram_per_worker is not None:
-            from ...resources import parse_bytes
+            from .spec import worker_ram
 
             try:
-                ram_per_worker = parse_bytes(ram_per_worker)
-            except ValueError:
-                raise OptionsError(f"ram_per_worker={ram_per_worker!r}: give a size such as "
-                                   "'2GiB' or '512MiB', or a number of bytes") from None
+                ram_per_worker = worker_ram(ram_per_worker)
+            except ValueError as exc:
+                raise OptionsError(f"ram_per_worker={ram_per_worker!r}: {exc}; give a size "
+                                   "such as '2GiB' or '512MiB', or a number of bytes") from None
         if startup_guess_s is not None and not startup_guess_s > 0:
             raise OptionsError(f"startup_guess_s={startup_guess_s!r}: give seconds > 0")
         self.max_workers = max_workers
@@ -351,8 +351,10 @@ class WorkerPool:
                         f"the tf.data dispatcher at {self.dispatcher_address} within "
                         f"registration_timeout_s={self.registration_timeout_s:g} s (the "
                         f"dispatcher counts {self.registered()}). Fix: check that workers "
-                        "can reach that address (pass dispatcher_address= with the trainer's "
-                        "routable host:port), that there are free CPUs for them"
+                        "can reach that address (give the pool dispatcher_address= with the "
+                        "trainer's routable host:port: LocalProcessPool(...) or RayPool(...) "
+                        "from intune_flow.scaleout.pools, passed as workers=), that there are "
+                        "free CPUs for them"
                         f"{self._capacity_hint()}, or raise registration_timeout_s."
                         f"{self._diagnose(pending[0] if pending else launched[0])}")
                 time.sleep(delay)

@@ -67,15 +67,34 @@ def parse_pool_spec(text: str, name: str = "workers") -> PoolSpec:
                                    f"must be at least 1; {SPEC_HELP}")
             ram = None
             if match["ram"] is not None:
-                from ...resources import parse_bytes
-
+                given = text.strip().rsplit(":", 1)[1]     # as written, not lower-cased
                 try:
-                    ram = parse_bytes(match["ram"])
-                except ValueError:
-                    raise OptionsError(f"{name}={text!r}: {match['ram']!r} is not a RAM size "
-                                       f"per worker; {SPEC_HELP}") from None
+                    ram = worker_ram(given)
+                except ValueError as exc:
+                    raise OptionsError(f"{name}={text!r}: the RAM size per worker {given!r}: "
+                                       f"{exc}; {SPEC_HELP}") from None
             return PoolSpec(kind, n, c, match.groupdict().get("address"), ram)
-    raise OptionsError(f"{name}={text!r}: {_what_is_wrong(spec)}; {SPEC_HELP}")
+    raise OptionsError(f"{name}={text!r}: {_what_is_wrong(text.strip())}; {SPEC_HELP}")
+
+
+MIN_WORKER_RAM = 512 * 2**20
+"""The least RAM budget a worker may be given: a tf.data service worker's TensorFlow alone
+holds about half a GiB (522 MiB in README-only trial 92, whose 'local:2x1:1MiB' was
+accepted and fell back 18 s later on a RAM guard that every config failed)."""
+
+
+def worker_ram(value) -> int:
+    """``value`` (``'2GiB'``, ``'512MiB'``, bytes) as a worker's RAM budget in bytes; a
+    ValueError saying why for what is no size or less than ``MIN_WORKER_RAM``."""
+    from ...resources import format_bytes, parse_bytes
+
+    ram = parse_bytes(value)
+    if ram < MIN_WORKER_RAM:
+        shown = format_bytes(ram) if ram >= 2**10 else f"{ram} bytes"
+        raise ValueError(f"{shown} is less than a tf.data service worker needs: "
+                         f"its TensorFlow alone holds about half a GiB; give at least "
+                         f"{format_bytes(MIN_WORKER_RAM)}")
+    return ram
 
 
 def _what_is_wrong(spec: str) -> str:
@@ -83,15 +102,21 @@ def _what_is_wrong(spec: str) -> str:
     if spec.startswith("ray://"):
         return "an existing Ray cluster is written ray://HOST:PORT:N[xC][:SIZE]"
     kind, _, rest = spec.partition(":")
+    kind = kind.lower()
     if kind not in ("local", "ray"):
         meant = near_misses([kind], ["local", "ray"]).get(kind)
         return f"{kind!r} is not a pool kind" + (f" (did you mean {meant!r}?)" if meant else "")
     if not rest:
         return f"it names no worker count ({kind}:N)"
     count, _, ram = rest.partition(":")
-    if not re.fullmatch(_WORKERS, count):
+    if not re.fullmatch(_WORKERS, count.lower()):
         return f"{count!r} is not a worker count N or NxC (workers x cores each)"
-    return f"{ram!r} is not a RAM size per worker"
+    try:
+        worker_ram(ram)
+        why = ""
+    except ValueError as exc:
+        why = f" ({exc})"
+    return f"{ram!r} is not a RAM size per worker{why}"
 
 
 def make_pool(spec, name: str = "workers", **kwargs):
