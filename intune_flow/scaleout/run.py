@@ -40,6 +40,7 @@ from ..errors import describe_error
 from ..resources import ram_class
 from ..tune import TuningRun, WriteIntent, _shipped_shapes
 from .cost import Objective
+from .observation import meets
 from .pools.spec import PoolSpec, make_pool, parse_pool_spec
 from .search import REDECIDE_DEMAND, ScaleOut
 from .service import DEMAND, ServiceClusterEnv
@@ -77,12 +78,16 @@ def _done_event(outcome, env, elapsed: float) -> dict:
     skipped (a short budget on a small machine may never start a worker)."""
     pick = outcome.pick
     skipped = [s["stage"] for s in outcome.stages if not s["ran"]]
+    if not outcome.stages:      # the first window met the demand: nothing after it ran
+        stopped = ("the first window met the demand: no stage ran" if meets(pick)
+                   else "no stage ran")
+    else:
+        stopped = (f"skipped for the budget: {', '.join(skipped)}" if skipped
+                   else "every stage ran")
     return {"event": "done", "method": "intunex", "step": len(env.measurements),
             "elapsed": elapsed, "best": pick.delivered, "throughput": pick.delivered,
             "config": {"workers": outcome.workers, **dict(pick.config)},
-            "status": "ok" if pick.ok else pick.status,
-            "stopped": (f"skipped for the budget: {', '.join(skipped)}" if skipped
-                        else "every stage ran")}
+            "status": "ok" if pick.ok else pick.status, "stopped": stopped}
 
 
 class ScaleOutRun(TuningRun):

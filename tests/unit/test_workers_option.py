@@ -176,3 +176,62 @@ def test_a_local_ray_goes_under_a_short_ray_tmpdir_and_under_tmp_otherwise(monke
     monkeypatch.setattr("os.makedirs", lambda path, exist_ok=False: None)
     monkeypatch.setenv("RAY_TMPDIR", short)
     assert ray_temp_base() == short
+
+
+def test_the_done_line_says_why_no_stage_ran():
+    # README-only trial 92: a demand the first window met (K = 0 at AUTOTUNE) ended on
+    # "(every stage ran)" though no stage had run.
+    from types import SimpleNamespace
+
+    from intune_flow.scaleout.run import _done_event
+
+    def done(stages, trainer_wait):
+        pick = SimpleNamespace(delivered=1e6, config={"map": -1}, ok=True, status="ok",
+                               trainer_wait=trainer_wait)
+        outcome = SimpleNamespace(pick=pick, stages=stages, workers=0)
+        return _done_event(outcome, SimpleNamespace(measurements=[pick]), 6.1)["stopped"]
+    assert done([], 0.0) == "the first window met the demand: no stage ran"
+    assert done([], 0.4) == "no stage ran"
+    assert done([{"stage": "tune the trainer", "ran": True}], 0.0) == "every stage ran"
+    assert done([{"stage": "start the first worker", "ran": False}], 0.4) == \
+        "skipped for the budget: start the first worker"
+
+
+def test_a_worker_log_of_tensorflow_start_up_lines_only_is_not_quoted_as_the_cause(tmp_path):
+    # README-only trial 92: a registration timeout quoted "Its log ends: WARNING: All log
+    # messages before absl::InitializeLog() ... | I0000 ... oneDNN custom operations are on".
+    from intune_flow.scaleout.pools import LocalProcessPool, WorkerInfo
+
+    pool = LocalProcessPool(1)
+    pool._dir = tmp_path
+    log = tmp_path / "worker-0.log"
+    startup = ("WARNING: All log messages before absl::InitializeLog() is called are written "
+               "to STDERR\nI0000 00:00:1 123 port.cc:153] oneDNN custom operations are on.\n")
+    log.write_text(startup)
+    said = pool._diagnose(WorkerInfo(index=0))
+    assert "absl" not in said and "oneDNN" not in said
+    assert "only TensorFlow's start-up lines" in said
+    log.write_text(startup + "RuntimeError: address already in use\n")
+    assert pool._diagnose(WorkerInfo(index=0)) == \
+        " Its log ends: RuntimeError: address already in use"
+
+
+@pytest.mark.parametrize("spec, said", [
+    ("local:2x1:1", "1 bytes is less than a tf.data service worker needs"),
+    ("local:2x1:1MiB", "1MiB is less than a tf.data service worker needs"),
+    ("ray://head:10001:2:100MiB", "give at least 512MiB"),
+    ("local:2x1:-1GiB", "'-1GiB' is not a RAM size per worker (not a memory size"),
+    ("local:2x1:0", "the RAM size per worker '0': not a memory size"),
+])
+def test_a_ram_per_worker_no_worker_can_run_in_is_refused_saying_why(spec, said):
+    # README-only trial 92: 'local:2x1:1MiB' was accepted, and its tuning fell back 18 s
+    # later on a RAM guard every config failed (a worker's TensorFlow holds ~522 MiB);
+    # '-1GiB' was echoed lower-cased and '0' was refused without a reason.
+    from intune_flow.scaleout.pools import LocalProcessPool, parse_pool_spec
+
+    with pytest.raises(OptionsError) as err:
+        TuneOptions.parse({"pipeline": REF, "workers": spec})
+    assert said in str(err.value), str(err.value)
+    assert parse_pool_spec("local:2x1:512MiB").ram_per_worker == 2**29
+    with pytest.raises(OptionsError, match=r"^ram_per_worker='1MiB': 1MiB is less than"):
+        LocalProcessPool(1, ram_per_worker="1MiB")

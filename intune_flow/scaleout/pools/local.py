@@ -68,6 +68,11 @@ def remove_stale_dirs(base: Path) -> list[Path]:
     return removed
 
 
+TF_STARTUP = ("All log messages before absl::InitializeLog", "oneDNN custom operations are on")
+"""What TensorFlow writes to every worker's log as it starts, which says nothing of a failure
+(README-only trial 92's registration timeout quoted only these)."""
+
+
 class LocalProcessPool(WorkerPool):
     """``max_workers`` ``WorkerServer`` subprocesses (``python -m intune_flow.scaleout.worker``)
     on 127.0.0.1, each pinned to ``cores_per_worker`` cores: the share of the lowest slot no
@@ -159,5 +164,8 @@ class LocalProcessPool(WorkerPool):
             lines = (self._dir / f"worker-{info.index}.log").read_text(errors="replace").splitlines()
         except OSError:
             return ""
-        lines = [ln for ln in lines if ln.strip()][-3:]
-        return (" Its log ends: " + " | ".join(ln.strip()[:300] for ln in lines)) if lines else ""
+        own = [ln for ln in lines if ln.strip() and not any(b in ln for b in TF_STARTUP)][-3:]
+        if not own:
+            return (" Its log holds only TensorFlow's start-up lines: it had logged nothing of "
+                    "its own." if lines else "")
+        return " Its log ends: " + " | ".join(ln.strip()[:300] for ln in own)

@@ -137,8 +137,8 @@ class RayPool(WorkerPool):
             raise WorkerPoolError(
                 f"could not connect to the Ray cluster at address={self.address!r}: "
                 f"{type(exc).__name__}: {str(exc).strip()[:300]}. Fix: check that the cluster "
-                "is up and reachable from here (`ray status --address ...`), or leave "
-                "address unset to start a local Ray.") from exc
+                "is up and reachable from here (`ray status --address ...`), or give "
+                "workers=\"ray:N\" (no address) to start a local Ray on this machine.") from exc
         self._owns_ray = True   # this pool connected: it disconnects
 
     def _start_local_ray(self, ray, cpus: int, attempts: int = 2) -> None:
