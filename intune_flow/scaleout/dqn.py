@@ -1,4 +1,4 @@
-"""The cluster agent's DQN: an MLP over the walk's features, one Q-value per K move or stop.
+"""The cluster agent's DQN over its network (:mod:`~intune_flow.scaleout.network`).
 
 Same recipe as the node agent (:mod:`intune_flow.agent.dqn`): replay buffer,
 double-DQN targets from a Polyak-averaged target network, Huber loss, clipped
@@ -12,13 +12,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from ..agent.dqn import DQNConfig, greedy, optimize
 from ..agent.network import NEG
+from .network import ScaleQNet
 from .observation import ACTIONS, FEATURES
-
-HIDDEN = 64
+from .policy_io import validate_cluster_policy
 
 
 @dataclass
@@ -29,19 +28,6 @@ class ScaleDQNConfig(DQNConfig):
     gamma: float = 0.95
     buffer_size: int = 50_000
     eps_fraction: float = 0.6
-
-
-class ScaleQNet(nn.Module):
-    """Q(s, .) over the K moves of :data:`~intune_flow.scaleout.observation.ACTIONS`."""
-
-    def __init__(self, hidden: int = HIDDEN):
-        super().__init__()
-        self.body = nn.Sequential(nn.Linear(FEATURES, hidden), nn.ReLU(),
-                                  nn.Linear(hidden, hidden), nn.ReLU(),
-                                  nn.Linear(hidden, len(ACTIONS)))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.body(x)
 
 
 class ScaleDQN:
@@ -66,13 +52,11 @@ class ScaleDQN:
         self.updates = 0
 
     def _networks(self, state: dict | None) -> tuple[ScaleQNet, ScaleQNet]:
-        """(online, target) networks, the online one loaded from ``state`` if given: weights
-        :func:`~intune_flow.scaleout.policy_io.validate_cluster_policy` passed (its callers
-        validate them, so that the weights' module may import the network's)."""
+        """(online, target) networks, the online one loaded from validated ``state`` if given."""
         online, target = ScaleQNet(self.cfg.hidden), ScaleQNet(self.cfg.hidden)
         if state is not None:
-            online.load_state_dict({k: torch.from_numpy(np.asarray(v, np.float32))
-                                    for k, v in state.items()})
+            clean = validate_cluster_policy(state, self.cfg.hidden)
+            online.load_state_dict({k: torch.from_numpy(v) for k, v in clean.items()})
         target.load_state_dict(online.state_dict())
         return online, target
 

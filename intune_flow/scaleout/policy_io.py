@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 
 from ..agent.policy_io import PolicyError
-from .dqn import HIDDEN, ScaleQNet
+from .network import HIDDEN, ScaleQNet
 
 CLUSTER_POLICY = "cluster.safetensors"
 FORMAT = "intune-flow-cluster-dqn/1"
 
 
 def expected_shapes(hidden: int | None = None) -> dict[str, tuple[int, ...]]:
-    """Parameter names and shapes of :class:`~intune_flow.scaleout.dqn.ScaleQNet`."""
+    """Parameter names and shapes of :class:`~intune_flow.scaleout.network.ScaleQNet`."""
     net = ScaleQNet(hidden or HIDDEN)
     return {k: tuple(v.shape) for k, v in net.state_dict().items()}
 

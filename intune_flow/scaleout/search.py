@@ -107,11 +107,10 @@ class ScaleOut:
         self.node_tuner = node_tuner or (lambda e, k, b, start=None: tune_node(
             e, k, budget_s=b, policy_state=node_policy, seed=seed, start=start))
         if choose is None:
-            from .dqn import HIDDEN, ScaleDQN
-            from .policy_io import load_cluster_policy, validate_cluster_policy
-            state = load_cluster_policy() if policy_state is None else \
-                validate_cluster_policy(policy_state, HIDDEN)
-            agent = ScaleDQN(state=state, seed=seed)
+            from .dqn import ScaleDQN
+            from .policy_io import load_cluster_policy
+            agent = ScaleDQN(state=load_cluster_policy() if policy_state is None else policy_state,
+                             seed=seed)
             choose = agent.act
         self.choose = choose
         self.configs = {0: dict(start) if start is not None else env.space.autotune()}
