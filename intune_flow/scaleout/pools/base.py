@@ -68,6 +68,26 @@ WORKER_TIMEOUT_MS = 10_000
 JOB_GC_MS = 2_000
 
 
+MIN_WORKER_RAM = 512 * 2**20
+"""The least RAM budget a worker may be given: a tf.data service worker's TensorFlow alone
+holds about half a GiB (522 MiB in README-only trial 92, whose 'local:2x1:1MiB' was
+accepted and fell back 18 s later on a RAM guard that every config failed)."""
+
+
+def worker_ram(value) -> int:
+    """``value`` (``'2GiB'``, ``'512MiB'``, bytes) as a worker's RAM budget in bytes; a
+    ValueError saying why for what is no size or less than ``MIN_WORKER_RAM``."""
+    from ...resources import format_bytes, parse_bytes
+
+    ram = parse_bytes(value)
+    if ram < MIN_WORKER_RAM:
+        shown = format_bytes(ram) if ram >= 2**10 else f"{ram} bytes"
+        raise ValueError(f"{shown} is less than a tf.data service worker needs: "
+                         f"its TensorFlow alone holds about half a GiB; give at least "
+                         f"{format_bytes(MIN_WORKER_RAM)}")
+    return ram
+
+
 @dataclass
 class WorkerInfo:
     """One running worker of a pool."""
@@ -101,8 +121,6 @@ class WorkerPool:
         if registration_timeout_s <= 0:
             raise OptionsError(f"registration_timeout_s={registration_timeout_s!r}: give seconds > 0")
         if ram_per_worker is not None:
-            from .spec import worker_ram
-
             try:
                 ram_per_worker = worker_ram(ram_per_worker)
             except ValueError as exc:

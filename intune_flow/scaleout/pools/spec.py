@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 from ...errors import OptionsError, near_misses
+from .base import worker_ram
 
 SPEC_HELP = ("expected 'local:N' or 'local:NxC' (N local worker processes of C cores), "
              "'ray:N' or 'ray:NxC' (N Ray actors of C CPUs on a local Ray) or "
@@ -75,26 +76,6 @@ def parse_pool_spec(text: str, name: str = "workers") -> PoolSpec:
                                        f"{exc}; {SPEC_HELP}") from None
             return PoolSpec(kind, n, c, match.groupdict().get("address"), ram)
     raise OptionsError(f"{name}={text!r}: {_what_is_wrong(text.strip())}; {SPEC_HELP}")
-
-
-MIN_WORKER_RAM = 512 * 2**20
-"""The least RAM budget a worker may be given: a tf.data service worker's TensorFlow alone
-holds about half a GiB (522 MiB in README-only trial 92, whose 'local:2x1:1MiB' was
-accepted and fell back 18 s later on a RAM guard that every config failed)."""
-
-
-def worker_ram(value) -> int:
-    """``value`` (``'2GiB'``, ``'512MiB'``, bytes) as a worker's RAM budget in bytes; a
-    ValueError saying why for what is no size or less than ``MIN_WORKER_RAM``."""
-    from ...resources import format_bytes, parse_bytes
-
-    ram = parse_bytes(value)
-    if ram < MIN_WORKER_RAM:
-        shown = format_bytes(ram) if ram >= 2**10 else f"{ram} bytes"
-        raise ValueError(f"{shown} is less than a tf.data service worker needs: "
-                         f"its TensorFlow alone holds about half a GiB; give at least "
-                         f"{format_bytes(MIN_WORKER_RAM)}")
-    return ram
 
 
 def _what_is_wrong(spec: str) -> str:
