@@ -35,7 +35,7 @@ from .cache.records import (Lookup, Record, hardware_info, read, summarize_histo
                             transfer_candidates, write_best)
 from .cache.session import CacheSession
 from .errors import FactoryError, KnobError, TuningError, describe_error
-from .agent.moves import BUSY_CPU, pool_threads
+from .agent.allocations import BUSY_CPU, pool_threads
 from .agent.signals import SATURATED, trusted_signals
 from .knobs import at_their_max, flat_below_max
 from .measurement import STATUS_EMPTY, STATUS_ERROR, STATUS_TIMEOUT, Measurement

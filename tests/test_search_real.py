@@ -53,7 +53,7 @@ def test_intune_on_a_real_latency_bound_pipeline_grows_the_blocking_stage_and_me
     """The probe's stage signals show the blocking stage saturated on an idle CPU: the
     first jump grows it by the CPU's headroom (and the pool with it), and tf.data's own
     AUTOTUNE is measured once as a floor for the result."""
-    from intune_flow.agent.walk import rebalanced
+    from intune_flow.agent.allocations import rebalanced
     from intune_flow.knobs import AUTOTUNE
     from intune_flow.real_env import PipelineEnv
 

@@ -102,7 +102,7 @@ def parallelism_pool(knobs, n=100_000):
 
 
 def test_a_pool_sized_by_a_parallelism_knob_is_searched_as_a_pool():
-    from intune_flow.agent.moves import hybrid_autotune
+    from intune_flow.agent.allocations import hybrid_autotune
 
     p = Pipeline.load(parallelism_pool)
     assert p.describe().pool_knob == "pool" and p.space["pool"].kind == "threads"
@@ -124,7 +124,7 @@ def test_a_hybrid_keeps_an_interleave_cycle_length_that_autotune_would_fix_at_th
         tmp_path):
     # tf.data sets a cycle_length left to AUTOTUNE from the core count when it builds, and
     # never raises it: a read that needs more files at once would be capped there.
-    from intune_flow.agent.moves import hybrid_autotune
+    from intune_flow.agent.allocations import hybrid_autotune
     from intune_flow.env import kept_from_autotune
 
     files = []

@@ -1,5 +1,5 @@
 """What a measurement's per-stage signals can be trusted to say, read by the heuristics
-(moves.py) and by the policy's observation alike."""
+(allocations.py) and by the policy's observation alike."""
 
 from __future__ import annotations
 

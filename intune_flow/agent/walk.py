@@ -40,7 +40,6 @@ import math
 
 from ..knobs import AUTOTUNE, KnobSpace
 from ..measurement import STATUS_OOM, Measurement
-from .moves import rebalanced  # noqa: F401  (re-exported: tests/test_search_real.py imports it)
 from .observation import (AUTO, MOVES, WalkView, action_mask, effective, encode, hands_over,
                           total_threads)
 

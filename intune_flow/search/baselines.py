@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..agent.moves import hybrid_autotune
+from ..agent.allocations import hybrid_autotune
 from ..agent.observation import can_autotune
 from ..env import has_native_autotune, kept_from_autotune
 from ..knobs import AUTOTUNE, THREAD_KINDS

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..agent.moves import (BUSY_CPU, autotune_held_back, hybrid_autotune, pool_at_cores,
-                           recover, rescaled, smart_start, unpin)
+from ..agent.allocations import (BUSY_CPU, autotune_held_back, hybrid_autotune, pool_at_cores,
+                                 rescaled)
+from ..agent.moves import recover, smart_start, unpin
 from ..agent.walk import Walk, config_key
 from ..env import has_native_autotune, kept_from_autotune
 from ..knobs import AUTOTUNE
@@ -241,7 +242,7 @@ def _hybrid(env) -> int:
 
 def _pool_raced(env) -> int:
     """1 where the end race may add the best config with its thread pool cut to the cores
-    (:func:`~intune_flow.agent.moves.pool_at_cores`): the space has a thread-pool knob.
+    (:func:`~intune_flow.agent.allocations.pool_at_cores`): the space has a thread-pool knob.
     Kept for only where the budget races ``CONFIRM`` candidates: a shorter one needs the
     measurement for its walk (simulator, 10 measurements: 0.960 of the oracle with it kept
     for, 0.979 without)."""
@@ -250,10 +251,10 @@ def _pool_raced(env) -> int:
 
 def _measure_hybrid(tr: Tracker, env, walk: Walk) -> None:
     """Where the framework has its own tuner, measure the walk's best with its parallelism
-    handed to it (:func:`~intune_flow.agent.moves.hybrid_autotune`) once: AUTOTUNE's run-time
+    handed to it (:func:`~intune_flow.agent.allocations.hybrid_autotune`) once: AUTOTUNE's run-time
     re-balancing with the pool and buffers the walk found can beat both. When it left the
     CPU idle and its pool or the knobs it kept held AUTOTUNE back
-    (:func:`~intune_flow.agent.moves.autotune_held_back`), the hybrid with those grown is
+    (:func:`~intune_flow.agent.allocations.autotune_held_back`), the hybrid with those grown is
     measured too. Like every measurement they can become the best, and the end-of-search
     re-measure looks at them again.
 

@@ -3,7 +3,7 @@ configs the noise cannot tell apart (:func:`confirm`)."""
 
 from __future__ import annotations
 
-from ..agent.moves import BUSY_CPU, pool_at_cores, pool_threads
+from ..agent.allocations import BUSY_CPU, pool_at_cores, pool_threads
 from ..agent.walk import LOST, config_key
 from ..knobs import AUTOTUNE
 from ..measurement import Measurement
@@ -86,7 +86,7 @@ def confirm(tr: Tracker, count: int = CONFIRM, tie: float = 0.0,
 
     The pool: given ``pool_look`` and a measurement left beyond ``count``'s, the
     first candidate's config with its thread pools cut to the env's cores
-    (:func:`~intune_flow.agent.moves.pool_at_cores`) joins the race when it kept the CPU
+    (:func:`~intune_flow.agent.allocations.pool_at_cores`) joins the race when it kept the CPU
     busy: the busy-CPU rule's ``POOL_PER_CORE`` threads per core is right on most such
     pipelines and far off on some, by more than one window's noise only on average. It
     is chosen only when its look leads the race; the tie rule does not take it, as it is

@@ -102,7 +102,7 @@ class SimEnv:
         seconds = self.build_s + window
         self._advance(seconds)
         # No element rate: the model's buffers absorb variability by their depth alone, with
-        # no time scale for the smart start's floor by time (agent.moves.BUFFER_SECONDS).
+        # no time scale for the smart start's floor by time (agent.allocations.BUFFER_SECONDS).
         return Measurement(config=cfg, throughput=x, elements_per_s=0.0, records_per_s=x,
                            spread=2 * self.pipeline.noise, cpu_util=ev.cpu_util,
                            peak_rss=int(ev.memory), seconds=seconds, status=STATUS_OK,

@@ -186,7 +186,7 @@ def test_shipped_default_policy_loads():
 
 
 def test_rebalance_shrinks_idle_stages_and_grows_saturated_ones():
-    from intune_flow.agent.moves import rebalanced
+    from intune_flow.agent.allocations import rebalanced
     space = KnobSpace((Knob("read", "parallelism", 1, 256, 1), Knob("map", "parallelism", 1, 256, 1),
                        Knob("prefetch", "buffer", 1, 64, 1), Knob("pool", "threads", 1, 1024, 1)))
     cfg = {"read": 16, "map": 16, "prefetch": 2, "pool": 16}
@@ -225,7 +225,7 @@ def test_rebalance_keeps_the_calls_of_stages_on_a_busy_cpu_s_pool():
     # signal, then maps of 16 calls on a 3-thread pool. Their calls wait for a thread, so
     # each reads 2-3% busy, and the pool's 35% is dropped (the interleave is hidden). The
     # round cut them to 1 call (6,700 records/s against 13,000); they keep their calls now.
-    from intune_flow.agent.moves import rebalanced
+    from intune_flow.agent.allocations import rebalanced
     space = KnobSpace((Knob("read", "parallelism", 1, 16, 1), Knob("parse", "parallelism", 1, 16, 1),
                        Knob("cross", "parallelism", 1, 16, 1),
                        Knob("normalize", "parallelism", 1, 8, 1),
@@ -261,7 +261,7 @@ def test_rebalance_never_shrinks_the_pool_below_a_growing_stage():
     # The latency-bound read of a real probe: read saturated on blocking calls, the pool
     # of 8 a third busy. Before, the pool shrank to 6 while read grew to 12, so the next
     # probe's read waited for pool threads and the start crawled.
-    from intune_flow.agent.moves import rebalanced
+    from intune_flow.agent.allocations import rebalanced
     space = read_map_pool()
     m = Measurement(config={"read": 3, "map": 1, "pool": 8}, throughput=1.0, cpu_util=0.23,
                     stage_signals={"read": 0.98, "map": 0.12, "pool": 0.39})
@@ -275,7 +275,7 @@ def test_rebalance_sizes_every_stage_for_the_throughput_the_growth_should_bring(
     # All knobs at one on a latency-bound read: read saturated, the CPU 10% busy, so read
     # grows 9x and throughput should follow. Map, 10% busy today, would be 90% busy at
     # that throughput: it grows with read instead of becoming the next probe's bottleneck.
-    from intune_flow.agent.moves import rebalanced
+    from intune_flow.agent.allocations import rebalanced
     space = read_map_pool()
     m = Measurement(config={"read": 1, "map": 1, "pool": 2}, throughput=1.0, cpu_util=0.1,
                     stage_signals={"read": 0.98, "map": 0.1, "pool": 0.5})
@@ -381,7 +381,7 @@ def test_the_policy_does_better_than_always_raising_the_most_saturated_stage():
     """Why the search has no "raise the saturated stage first" rule: where a stage or pool
     is saturated (signal >= 0.9) and its up-move is open, the policy's move gains more on
     average (noise-free, on held-out sims) than that up-move."""
-    from intune_flow.agent.moves import SATURATED
+    from intune_flow.agent.signals import SATURATED
     from intune_flow.agent.observation import action_index
     from intune_flow.knobs import THREAD_KINDS
     policy, raise_first = [], []

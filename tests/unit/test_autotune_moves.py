@@ -4,7 +4,7 @@ heuristics leaving a handed-over knob alone, and the baselines sampling AUTOTUNE
 import numpy as np
 import pytest
 
-from intune_flow.agent.moves import halved, hybrid_autotune, rescaled, scaled
+from intune_flow.agent.allocations import halved, hybrid_autotune, rescaled, scaled
 from intune_flow.agent.observation import AUTO, action_index, encode
 from intune_flow.agent.walk import Walk
 from intune_flow.knobs import AUTOTUNE, Knob, KnobSpace
@@ -205,7 +205,8 @@ def test_a_hybrid_whose_growth_the_reserve_stopped_grows_at_the_end():
     """The smart start measured the hybrid on a pool AUTOTUNE ran the read at, the CPU idle,
     and the measurements kept for the end stopped it before the growth: the end measures the
     growth (once), not nothing because the hybrid itself was seen."""
-    from intune_flow.agent.moves import autotune_held_back, unpin
+    from intune_flow.agent.allocations import autotune_held_back
+    from intune_flow.agent.moves import unpin
     from intune_flow.search.intune import _measure_hybrid, _Reserved
     from intune_flow.search.tracker import Tracker
 
@@ -240,7 +241,7 @@ def test_a_pool_that_caps_autotune_on_an_idle_cpu_grows():
     """AUTOTUNE ran the read at the pool's 16 threads with the CPU mostly idle: the pool is
     what holds it back, so the follow-up grows it (to the CPU's headroom, at least double);
     a busy CPU, a stage below the pool, or a pool at its maximum get no follow-up."""
-    from intune_flow.agent.moves import autotune_held_back
+    from intune_flow.agent.allocations import autotune_held_back
     from intune_flow.measurement import Measurement
 
     p = _io_pipeline(cores=4)
@@ -266,7 +267,7 @@ def test_a_knob_the_hybrid_kept_static_grows_when_the_hybrid_leaves_the_cpu_idle
     an AUTOTUNE one from the CPU); at that value it can hold the hybrid back, which an idle
     CPU says: it grows by the headroom, at least double. A busy CPU, a knob not kept, or
     one handed to AUTOTUNE get no follow-up."""
-    from intune_flow.agent.moves import autotune_held_back
+    from intune_flow.agent.allocations import autotune_held_back
     from intune_flow.measurement import Measurement
 
     p = _io_pipeline(cores=4)
@@ -475,7 +476,8 @@ def test_a_stage_saturated_at_its_maximum_on_an_idle_cpu_is_handed_to_autotune_e
     """The smart start leaves the read at its maximum, saturated, the CPU idle: the hybrid
     (AUTOTUNE bounded by the pool, not by the knob) is measured right away and the walk goes
     on from it; a stage below its maximum, a busy CPU or a knob kept static is not pinned."""
-    from intune_flow.agent.moves import pinned_stages, unpin
+    from intune_flow.agent.allocations import pinned_stages
+    from intune_flow.agent.moves import unpin
     from intune_flow.measurement import Measurement
     from intune_flow.search.intune import _measure_hybrid
     from intune_flow.search.tracker import Tracker
@@ -538,7 +540,8 @@ def test_a_scaling_round_held_by_a_pinned_stage_ends_the_scaling():
     cannot grow it, so a round that did not pay ends the scaling (no half step, no
     one-thread pool, no scale-down) and leaves the measurements to the hybrid after it.
     Without a tuner of the framework's own to hand the read to, the scaling goes on."""
-    from intune_flow.agent.moves import pinned_stages, scale_out
+    from intune_flow.agent.allocations import pinned_stages
+    from intune_flow.agent.moves import scale_out
     from intune_flow.search.tracker import Tracker
 
     def scaled_from(autotune):

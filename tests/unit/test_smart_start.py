@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from intune_flow.agent.moves import BUFFER_FLOOR, SCALE_FACTOR, buffered, scaled
+from intune_flow.agent.allocations import BUFFER_FLOOR, SCALE_FACTOR, buffered, scaled
 from intune_flow.knobs import AUTOTUNE, Knob, KnobSpace
 from intune_flow.search import run_search
 from intune_flow.sim import SimEnv, oracle, sample_pipeline
@@ -39,7 +39,7 @@ def test_buffered_raises_shallow_buffers_within_bounds_and_keeps_autotune():
 
 
 def test_where_elements_come_fast_the_jumps_buffer_ten_milliseconds_of_them():
-    from intune_flow.agent.moves import BUFFER_TIME_CAP, rebalanced
+    from intune_flow.agent.allocations import BUFFER_TIME_CAP, rebalanced
     from intune_flow.measurement import Measurement
     shuffle = Knob("shuffle", "buffer", 1, 4096, 1, autotune=False)   # its op rejects AUTOTUNE
     space = KnobSpace((*SPACE.knobs, shuffle, Knob("small", "buffer", 1, 8, 1)))
@@ -355,7 +355,7 @@ def test_a_candidate_whose_second_look_fails_is_out_of_the_race():
 
 
 def test_a_pool_grown_far_past_the_cores_of_a_busy_cpu_is_cut_back_once():
-    from intune_flow.agent.moves import POOL_PER_CORE, pool_trimmed
+    from intune_flow.agent.allocations import POOL_PER_CORE, pool_trimmed
     from intune_flow.measurement import Measurement
     cfg = {"read": 16, "map": 16, "prefetch": 2, "pool": 24}
     busy = Measurement(config=cfg, cpu_util=0.92)
@@ -400,7 +400,7 @@ def test_scaling_from_a_best_that_keeps_busy_what_others_left_holds_the_pools_at
 
 
 def test_cores_other_jobs_keep_busy_are_no_cpu_to_spare():
-    from intune_flow.agent.moves import explained, pool_serialized
+    from intune_flow.agent.allocations import explained, pool_serialized
     from intune_flow.measurement import Measurement
     cfg = {"read": 1, "map": 1, "prefetch": 1, "pool": 2}
     alone = Measurement(config=cfg, throughput=1.0, cpu_util=0.45)
@@ -416,7 +416,7 @@ def test_cores_other_jobs_keep_busy_are_no_cpu_to_spare():
 
 
 def test_calls_that_wait_grow_by_the_processs_own_headroom_whoever_else_is_busy():
-    from intune_flow.agent.moves import rebalanced
+    from intune_flow.agent.allocations import rebalanced
     from intune_flow.measurement import Measurement
     cfg = {"read": 2, "map": 1, "prefetch": 2, "pool": 4}
     signals = {"read": 0.95, "map": 0.1, "pool": 0.5}
@@ -607,7 +607,7 @@ WIDE_POOL = KnobSpace((*SPACE.knobs[:3], Knob("pool", "threads", 1, 256, 1)))
 
 
 def test_a_busy_cpu_whose_calls_wait_grows_its_pool_only_with_the_calls_it_serves():
-    from intune_flow.agent.moves import deepened, pools_sized
+    from intune_flow.agent.allocations import deepened, pools_sized
     from intune_flow.measurement import Measurement
     best = {"read": 32, "map": 1, "prefetch": 2, "pool": 48}
     grown = scaled(WIDE_POOL, best, SCALE_FACTOR)
@@ -692,7 +692,7 @@ class BurstyProducerEnv(TwoCoreEnv):
 
 
 def test_on_tf_data_a_busy_cpu_s_stages_get_one_scaling_jump_after_the_signals_held():
-    from intune_flow.agent.moves import deepened
+    from intune_flow.agent.allocations import deepened
     from intune_flow.measurement import Measurement
     start = {"read": 1, "map": 1, "prefetch": 1, "pool": 2}
     # Every stage x4, the pool held at 1.5 threads per core; nothing when no stage grows.
@@ -762,7 +762,7 @@ def test_a_jump_at_least_as_big_as_a_config_that_ran_out_of_memory_is_not_measur
 
 
 def test_an_idle_cpu_that_scaling_did_not_help_tries_the_stages_on_a_one_thread_pool():
-    from intune_flow.agent.moves import pool_serialized
+    from intune_flow.agent.allocations import pool_serialized
     from intune_flow.measurement import Measurement
     cfg = {"read": 1, "map": 1, "prefetch": 1, "pool": 2}
     idle = Measurement(config=cfg, throughput=1.0, cpu_util=0.6)
@@ -936,7 +936,7 @@ class PoolOnlyEnv:
 
 
 def test_on_a_busy_cpu_the_scaling_stops_where_it_would_grow_only_the_pool():
-    from intune_flow.agent.moves import pools_only
+    from intune_flow.agent.allocations import pools_only
     env = PoolOnlyEnv(busy=True)
     maxed = {"read": 4, "map": 4, "prefetch": 2, "pool": 8}
     assert pools_only(env.space, maxed, scaled(env.space, maxed, SCALE_FACTOR))
@@ -1266,7 +1266,8 @@ class HiddenBranchesEnv(TwoCoreEnv):
 
 
 def test_a_busy_cpu_whose_signals_miss_stages_tries_the_pool_at_twice_its_size():
-    from intune_flow.agent.moves import hidden_stages, pool_doubled, trusted_signals
+    from intune_flow.agent.allocations import pool_doubled
+    from intune_flow.agent.signals import hidden_stages, trusted_signals
     from intune_flow.measurement import Measurement
     start = {"read": 1, "map": 1, "prefetch": 1, "pool": 2}
     out = run_search(HiddenBranchesEnv(), "intune", start=start, budget_s=1e9, max_steps=8,
@@ -1305,7 +1306,8 @@ def test_a_busy_cpu_whose_signals_miss_stages_tries_the_pool_at_twice_its_size()
 
 
 def test_a_pool_whose_doubling_paid_is_doubled_again_then_tried_between():
-    from intune_flow.agent.moves import follow_pool, pool_grown, pools_between
+    from intune_flow.agent.allocations import pool_grown, pools_between
+    from intune_flow.agent.moves import follow_pool
     from intune_flow.knobs import AUTOTUNE
     from intune_flow.agent.walk import Walk
     from intune_flow.measurement import Measurement
