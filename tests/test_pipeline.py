@@ -4,6 +4,7 @@ import json
 import logging
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -452,3 +453,30 @@ def test_a_tf_data_factory_that_declares_no_knobs_is_told_what_is_tuned():
     assert 'knobs.parallelism("parse")' in warning
     # A factory that declares one is not told.
     assert not [w for w in Pipeline(tiny).describe().warnings if "declares no knobs" in w]
+
+
+def _python_reads_the_knobs(knobs):
+    """Knobs read only by Python the graph calls: a generator's thread pool, a
+    numpy_function's closure; and one knob nothing reads."""
+    fetch = knobs.parallelism("fetch", max=32)
+    scale = knobs.parallelism("scale", max=8)
+    knobs.parallelism("unused", max=8)
+
+    def shards():
+        with ThreadPoolExecutor(max_workers=fetch) as pool:
+            yield from pool.map(np.float32, range(64))
+
+    ds = tf.data.Dataset.from_generator(shards, output_signature=tf.TensorSpec((), tf.float32))
+    ds = ds.map(lambda x: tf.numpy_function(lambda v: np.float32(v * scale), [x], tf.float32),
+                num_parallel_calls=knobs.parallelism("map", max=4))
+    return ds.batch(8)
+
+
+def test_a_knob_read_only_by_python_the_graph_calls_is_not_called_inert():
+    # A knob sizing a thread pool inside a from_generator generator was reported as
+    # changing nothing: the graph names Python functions only by a per-process token.
+    p = Pipeline(_python_reads_the_knobs)
+    inert = [w for w in p.describe().warnings if "changes nothing" in w]
+    assert len(inert) == 1 and "'unused'" in inert[0]
+    assert p.signature({"fetch": 2}) == p.signature({"fetch": 2}) != p.signature({"fetch": 4})
+    assert p.signature({"scale": 2}) != p.signature({"scale": 3})

@@ -3,14 +3,18 @@ serialize (a torch DataLoader and the Dataset, sampler and collate function it h
 
 Two builds whose descriptions are equal run the same pipeline only if the description saw
 everything a knob could change. So it answers None (no signature: nothing is compared) as
-soon as it meets something it cannot describe by value (a lock, an open file, a large array,
-an object nested too deep) instead of guessing.
+soon as it meets something it cannot describe by value (a re-entrant lock, an open file, a
+large array, an object nested too deep) instead of guessing. A plain lock is described by
+whether it is held: it carries nothing else (tf.data's ``from_generator`` keeps one beside
+the generator).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import io
+import threading
 import types
 from pathlib import PurePath
 
@@ -19,6 +23,7 @@ MAX_ITEMS = 100_000
 MAX_ARRAY_BYTES = 4 << 20
 
 _SIMPLE = (type(None), bool, int, float, complex, str, bytes)
+_LOCK = type(threading.Lock())
 
 
 class _Opaque(Exception):
@@ -53,6 +58,10 @@ def _describe(obj, depth: int, path: set) -> str:
     name = f"{type(obj).__module__}.{type(obj).__qualname__}"
     if isinstance(obj, PurePath):
         return f"{name}({str(obj)!r})"
+    if isinstance(obj, _LOCK):
+        return f"{name}(held={obj.locked()})"
+    if isinstance(obj, io.IOBase):     # its attributes do not say which file, nor where in it
+        raise _Opaque(name)
     if isinstance(obj, (list, tuple, set, frozenset)):
         if len(obj) > MAX_ITEMS:
             raise _Opaque(name)

@@ -6,7 +6,7 @@ import re
 import sys
 
 from ..knobs import AUTOTUNE, Knob
-from . import flatten, normalize_schema, tfdata_stages
+from . import flatten, normalize_schema, object_signature, tfdata_stages
 from .tfdata_stages import (autotune_choices, records_rate,  # noqa: F401 - adapter API
                             snapshot)
 
@@ -133,7 +133,9 @@ _UNIQUE = re.compile(rb"[_:]\d+")
 
 def build_signature(ds) -> bytes | None:
     """What a built dataset does, comparable between builds: its serialized graph (function
-    and py_function names made build-independent) and its options; None if unreadable."""
+    and py_function names made build-independent), its options, and the Python functions
+    the graph calls (``from_generator``, ``numpy_function``, ``py_function``) by value, the
+    values their closures captured included (:func:`python_calls`); None if unreadable."""
     try:
         import tensorflow as tf
 
@@ -142,6 +144,9 @@ def build_signature(ds) -> bytes | None:
         # Text, not bytes: map entries come sorted, and numbered names can be made
         # build-independent without length prefixes telling them apart.
         graph = tf.compat.v1.GraphDef.FromString(raw)
+        python = python_calls(graph)
+        if python is None:
+            return None
         for node in [*graph.node, *(n for f in graph.library.function for n in f.node_def)]:
             if "metadata" in node.attr:     # a dataset's name, numbered per process
                 del node.attr["metadata"]
@@ -151,4 +156,26 @@ def build_signature(ds) -> bytes | None:
         options = ds.options()._to_proto().SerializeToString(deterministic=True)
     except Exception:  # noqa: BLE001 - no signature: nothing is compared
         return None
-    return b"\n".join([_UNIQUE.sub(b"_N", str(graph).encode()), *functions, options])
+    return b"\n".join([_UNIQUE.sub(b"_N", str(graph).encode()), *functions, options, *python])
+
+
+def python_calls(graph) -> list[bytes] | None:
+    """The Python functions a dataset's graph calls (its ``PyFunc`` and ``EagerPyFunc`` ops,
+    looked up by token in TensorFlow's registry), each described by value, sorted; None when
+    one cannot be found or described (a lock, a large array): then nothing is compared.
+
+    The graph names such a function only by a token numbered per process, so without this
+    two builds whose generator or ``numpy_function`` captured different knob values (a
+    Python thread pool's size) would compare equal, and the knob be called inert."""
+    from tensorflow.python.ops import script_ops
+
+    out = []
+    for node in [*graph.node, *(n for f in graph.library.function for n in f.node_def)]:
+        if "PyFunc" not in node.op:
+            continue
+        func = script_ops._py_funcs.get(node.attr["token"].s.decode())
+        described = object_signature.describe(func) if func is not None else None
+        if described is None:
+            return None
+        out.append(described)
+    return sorted(out)

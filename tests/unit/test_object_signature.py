@@ -52,8 +52,11 @@ def test_a_knob_in_a_closure_a_default_or_a_partial_is_seen():
     assert describe(pick(8)) != describe(pick(1)) and describe(pick(8)) == describe(pick(9))
 
 
-def test_what_cannot_be_described_by_value_gives_no_signature():
-    assert describe(Shards([threading.Lock()], 1)) is None
+def test_what_cannot_be_described_by_value_gives_no_signature(tmp_path):
+    assert describe(Shards([threading.RLock()], 1)) is None
+    (tmp_path / "a").write_text("a")
+    with open(tmp_path / "a") as f:
+        assert describe(Shards([f], 1)) is None
     assert describe(np.zeros(MAX_ARRAY_BYTES // 8 + 1)) is None
     nested = Shards([], 1)
     for _ in range(40):
@@ -62,3 +65,11 @@ def test_what_cannot_be_described_by_value_gives_no_signature():
     loop = Shards([], 1)
     loop.files.append(loop)                         # a cycle is described, not followed
     assert describe(loop) is not None
+
+
+def test_a_plain_lock_is_described_by_whether_it_is_held():
+    # tf.data's from_generator keeps one beside the generator: a lock carries no knob value.
+    held = threading.Lock()
+    held.acquire()
+    assert describe(Shards([threading.Lock()], 1)) == describe(Shards([threading.Lock()], 1))
+    assert describe(Shards([threading.Lock()], 1)) != describe(Shards([held], 1))
