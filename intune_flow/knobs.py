@@ -121,6 +121,18 @@ class KnobSpace:
         return KnobSpace(tuple(replace(k, autotune=False) if k.name in names else k
                                for k in self.knobs))
 
+    def held(self, names: Iterable[str]) -> "KnobSpace":
+        """The same space with the named knobs held at their default: bounds of that one value,
+        no AUTOTUNE, so no move, jump or baseline of a search changes them."""
+        names = set(names)
+        return KnobSpace(tuple(replace(k, min=k.default, max=k.default, autotune=False)
+                               if k.name in names else k for k in self.knobs))
+
+    def fit(self, config: Mapping[str, int]) -> Config:
+        """``config`` with the knobs this space holds at one value (``min == max``) at it."""
+        return {**config, **{k.name: k.min for k in self.knobs
+                             if k.min == k.max and k.name in config}}
+
     def validate(self, config: Mapping[str, int], *, partial: bool = False) -> Config:
         """Check a config against the space; return a complete copy (missing knobs at default).
 

@@ -122,7 +122,9 @@ class PipelineDescription:
     itself (so no implicit knob sets them); ``pool_knob``: the knob that sizes the
     framework's shared thread pool (tf.data's private pool): the implicit ``threadpool``, or
     the factory's own knob that sets the option, or None; ``warnings``: what discovery found
-    wrong with the factory's knobs (a declared knob that changes nothing in the built dataset).
+    wrong with the factory's knobs (a declared knob that changes nothing in the built dataset);
+    ``inert``: the names of those knobs, which tuning holds at their defaults
+    (:attr:`search_space`).
     """
 
     framework: str
@@ -138,6 +140,13 @@ class PipelineDescription:
     own_options: dict = field(default_factory=dict)
     pool_knob: str | None = None
     warnings: tuple[str, ...] = ()
+    inert: tuple[str, ...] = ()
+
+    @property
+    def search_space(self) -> KnobSpace:
+        """The space a search moves in: ``space`` with the inert knobs held at their
+        defaults (measuring other values of them would read only noise)."""
+        return self.space.held(self.inert) if self.inert else self.space
 
 
 class Pipeline:
@@ -205,7 +214,8 @@ class Pipeline:
             desc = replace(desc, stages={} if hung or stages is None else stages)
             inert, _, hung = run_bounded(lambda: self._inert_knobs(desc), limit)
             if inert and not hung:
-                desc = replace(desc, warnings=desc.warnings + tuple(inert))
+                desc = replace(desc, warnings=desc.warnings + tuple(inert.values()),
+                               inert=tuple(inert))
             self._description = desc
         return self._description
 
@@ -327,13 +337,14 @@ class Pipeline:
                      "the option as the factory sets it", self.name, option, by,
                      " or ".join(repr(n) for n in left_out) or "implicit")
 
-    def _inert_knobs(self, desc: PipelineDescription) -> list[str]:
-        """Warnings for declared knobs that change nothing in the built dataset: built at
-        their minimum and at their maximum, the two builds have the same signature (tf.data:
-        graph and options), both with the other knobs at their defaults and at their maxima
-        (a DataLoader's prefetch factor matters only with workers). Knobs located in a
-        stage are not built again; frameworks without signatures: []."""
-        out = []
+    def _inert_knobs(self, desc: PipelineDescription) -> dict[str, str]:
+        """Declared knobs that change nothing in the built dataset, each with its warning:
+        built at their minimum and at their maximum, the two builds have the same signature
+        (tf.data: graph, options and the Python functions it calls), both with the other
+        knobs at their defaults and at their maxima (a DataLoader's prefetch factor matters
+        only with workers). Knobs located in a stage are not built again; frameworks
+        without signatures: {}."""
+        out = {}
         highs = {k.name: k.max for k in desc.space}
         for knob in desc.space:
             if knob.name in desc.implicit or knob.min == knob.max or desc.stages.get(knob.name):
@@ -349,9 +360,10 @@ class Pipeline:
             if same:
                 msg = (f"knob {knob.name!r} changes nothing in the built dataset (the same graph "
                        f"and options at {knob.min} and {knob.max}): pipeline {self.name} declares "
-                       "it but does not pass its value to the dataset")
+                       "it but does not pass its value to the dataset; tuning holds it at its "
+                       f"default ({knob.default})")
                 log.warning(msg)
-                out.append(msg)
+                out[knob.name] = msg
         return out
 
     def _same_build(self, desc: PipelineDescription, a: dict, b: dict) -> bool | None:

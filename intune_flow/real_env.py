@@ -71,7 +71,8 @@ class PipelineEnv:
 
     @property
     def space(self) -> KnobSpace:
-        return self.pipeline.space
+        """The pipeline's search space: its inert knobs held at their defaults."""
+        return self.pipeline.describe().search_space
 
     def measure(self, config: Mapping[str, int], *, window_s: float | None = None,
                 warmup_s: float | None = None) -> Measurement:

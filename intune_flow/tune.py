@@ -511,7 +511,7 @@ class TuningRun:
             pool = pool_threads(space, m.config, self.cpu_budget)
             idle = [name for name, share in trusted_signals(space, m).items()
                     if share < SATURATED and pool is not None and m.config.get(name, 0) > pool]
-            idle += flat_below_max(space, result.config, looks)
+            idle += flat_below_max(space, result.config, looks) + list(self.description.inert)
             for msg in at_their_max(space, result.config, self.description.implicit,
                                     contended=contended(m), idle=idle,
                                     one_core=one_core(m, self.cpu_budget,
@@ -586,7 +586,7 @@ class TuningRun:
         if history is not None:
             fields["history"] = history
         autotune, versus = self._autotune(fields["history"]), None
-        space = self.description.space
+        space = self.description.search_space
         if (self.description.framework == "tf.data" and any(k.autotune for k in space.knobs)
                 and dict(config) == space.autotune()):
             autotune, versus = throughput, 1.0      # AUTOTUNE over itself: one figure, not two
@@ -599,7 +599,7 @@ class TuningRun:
 
     def _autotune(self, history: list[Measurement]) -> float | None:
         """All-AUTOTUNE's throughput: measured in this run, else carried by the record."""
-        autotune = self.description.space.autotune()
+        autotune = self.description.search_space.autotune()
         seen = [m.throughput for m in history if m.ok and m.config == autotune]
         if seen:
             return max(seen)

@@ -65,6 +65,30 @@ def test_factorys_own_thread_pool_is_respected(tmp_path, caplog):
     assert len(p.describe().warnings) == 1 and "'unused'" in p.describe().warnings[0]
 
 
+def _unused_buffer(knobs):
+    """A CPU map, and a shuffle-buffer knob the factory declares and never passes on."""
+    knobs.buffer("shuffle", max=1024)
+    ds = tf.data.Dataset.range(10**9).map(lambda x: tf.strings.as_string(x * 7),
+                                          num_parallel_calls=knobs.parallelism("map", max=8))
+    return ds.batch(64).prefetch(knobs.buffer("prefetch", max=16))
+
+
+def test_a_knob_that_changes_nothing_is_held_at_its_default_while_tuning(tmp_path):
+    # README-only trial 93: the knob was reported inert, then searched anyway (AUTOTUNE, a
+    # jump's 6) and returned at 6. Every value of it builds the same dataset, so any
+    # difference between them is noise.
+    result = intune_flow.tune(_unused_buffer, budget_s=4, window_s=0.2, cache="memory://")
+    [warning] = [w for w in result.warnings if "changes nothing" in w]
+    assert "'shuffle'" in warning and "tuning holds it at its default (1)" in warning
+    assert result.config["shuffle"] == 1
+    measured = [m.config for m in result.history]
+    assert len(measured) >= 3 and all(c["shuffle"] == 1 for c in measured)
+    assert any(c["map"] == AUTOTUNE for c in measured)        # the other knobs still move
+    assert any(c["prefetch"] not in (1, AUTOTUNE) for c in measured)
+    # A config naming another value of it still builds, as any value of it builds the same.
+    assert Pipeline.load(_unused_buffer).build({**result.config, "shuffle": 64}) is not None
+
+
 def test_an_implicit_pool_never_overrides_the_factorys(caplog):
     p = Pipeline.load(remote_crosses)
     caplog.set_level(logging.INFO)
@@ -141,7 +165,10 @@ def test_a_hybrid_keeps_an_interleave_cycle_length_that_autotune_would_fix_at_th
 def test_hybrid_autotune_is_measured_and_can_be_returned():
     p = Pipeline.load(remote_crosses)
     env = PipelineEnv(p, window_s=0.25, warmup_s=0.1)
-    parallel = [k.name for k in p.space if k.kind == "parallelism"]
+    # The stages the search moves: the factory's 'unused' knob changes nothing, and the
+    # search holds it at its default.
+    parallel = [k.name for k in env.space if k.kind == "parallelism" and k.autotune]
+    assert "unused" not in parallel and "get" in parallel
     pools = [k.name for k in p.space if k.kind == "threads"]
 
     def hybrids(history):
@@ -154,7 +181,7 @@ def test_hybrid_autotune_is_measured_and_can_be_returned():
         out = []
         for i, m in enumerate(history):
             rest = {n: v for n, v in m.config.items() if n not in parallel and n not in pools}
-            if (all(m.config[n] == AUTOTUNE for n in parallel) and m.config != p.space.autotune()
+            if (all(m.config[n] == AUTOTUNE for n in parallel) and m.config != env.space.autotune()
                     and any(all(e.config[n] == v for n, v in rest.items())
                             and any(e.config[n] != AUTOTUNE for n in parallel)
                             for e in history[:i])):

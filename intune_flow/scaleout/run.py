@@ -232,7 +232,7 @@ class ScaleOutRun(TuningRun):
                               start_config=first.config, start_throughput=first.delivered,
                               reason=reason, history=[m for _, m in env.probes])
         result.workers = k
-        job = _as_written(env.measurements, self.description.space.autotune())
+        job = _as_written(env.measurements, self.description.search_space.autotune())
         if source != "cache" and job is not None:
             # The pick against the job as written, both delivered to the trainer: the node
             # searches' AUTOTUNE windows (standalone, on one node) are another figure.

@@ -93,7 +93,7 @@ class ServiceClusterEnv:
         self.pipeline, self.pool = pipeline, pool
         self.cpu_budget, self.ram_budget = cpu_budget, ram_budget
         self.window_s, self.warmup_s, self.timeout_s = window_s, warmup_s, timeout_s
-        self.space = pipeline.space
+        self.space = pipeline.describe().search_space
         self.cost = cost or CostModel.for_worker_cores(pool.cores_per_worker)
         self.max_workers = pool.max_workers
         self.demand = float(demand)

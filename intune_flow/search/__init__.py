@@ -53,7 +53,7 @@ def run_search(env, method: str = "intune", *, start=None, budget_s: float = 60.
         from ..agent import dqn  # noqa: F401  (imported off the clock too)
     tr = Tracker(env, method, budget_s, max_steps, make_progress(progress), known=known)
     given = start is not None
-    start = env.space.validate(start if given else env.space.defaults())
+    start = env.space.validate(env.space.fit(start) if given else env.space.defaults())
     if not (given and has_native_autotune(env)):
         start = env.space.concretize(start, env.cpu_budget)
     tr.emit("start", None, config=dict(start), budget_s=float(budget_s))

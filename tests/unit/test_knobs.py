@@ -154,7 +154,7 @@ def test_a_knob_at_its_max_whose_calls_were_not_all_busy_is_not_named():
     assert len(at_their_max(space, config, ("threadpool",))) == 2
     assert [w[:12] for w in at_their_max(space, config, ("threadpool",), idle=["parse"])] == \
         ["knob 'read' "]
-    run = SimpleNamespace(description=SimpleNamespace(space=space, implicit=("threadpool",),
+    run = SimpleNamespace(description=SimpleNamespace(space=space, implicit=("threadpool",), inert=(),
                                                       framework="tf.data"), cpu_budget=2)
 
     def named(signals, pool=3):
@@ -227,3 +227,14 @@ def test_a_knob_at_its_max_whose_lower_value_read_the_same_is_not_named():
     assert len(at_their_max(space, config)) == 2
     assert flat_below_max(space, config, looks[1:]) == []      # no look of the config itself
     assert flat_below_max(space, config, [looks[0], {**looks[1], "throughput": 4100.0}]) == []
+
+
+def test_a_held_knob_keeps_its_default_and_a_start_config_is_fitted_to_it():
+    space = KnobSpace((Knob("map", "parallelism", 1, 16, 1), Knob("shuffle", "buffer", 1, 1024, 8)))
+    held = space.held(["shuffle"])
+    assert held["shuffle"].grid() == (8,) and not held["shuffle"].autotune
+    assert held.autotune() == {"map": AUTOTUNE, "shuffle": 8}
+    assert held.ones() == {"map": 1, "shuffle": 8}
+    assert held.fit({"map": 4, "shuffle": 6}) == {"map": 4, "shuffle": 8}
+    assert space.fit({"map": 4, "shuffle": 6}) == {"map": 4, "shuffle": 6}
+    assert space.held([]) == space and space.fingerprint() == KnobSpace(space.knobs).fingerprint()
