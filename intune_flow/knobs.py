@@ -400,14 +400,18 @@ def at_their_max(space, config: dict, implicit=(), contended: bool = False,
     read as not all busy), which more calls would not help. ``one_core``: the cores the
     process had, where its threads used about one of them (a pipeline whose calls run
     Python in threads can use no more: the GIL, not the bound, may be what held it)."""
-    doubt = (" (other processes kept the CPU busy while it was measured: if its calls "
-             "compute rather than wait, the CPU, not the bound, may be what held it)"
-             if contended else "")
+    # One parenthesis, one clause per kind of call: README-only trial 93 read two in a row
+    # ("the CPU may be what held it", "the GIL may be what held it") as contradicting.
+    doubts = []
+    if contended:
+        doubts.append("if its calls compute rather than wait, other processes kept the CPU busy "
+                      "while it was measured, so the CPU, not the bound, may be what held it")
     if one_core:
-        doubt += (f" (this process used about one core of {one_core:g}: if its calls run "
-                  "Python in threads, such as a torchdata method=\"thread\" mapper or a "
-                  "tf.py_function, the GIL, not the bound, may be what held it, and more "
-                  "calls would not run in parallel)")
+        doubts.append(f"if its calls run Python in threads, such as a torchdata "
+                      f"method=\"thread\" mapper or a tf.py_function, this process used about "
+                      f"one core of {one_core:g}, all the GIL lets them use: the GIL, not the "
+                      f"bound, may be what held it, and more calls would not run in parallel")
+    doubt = f" ({'; '.join(doubts)})" if doubts else ""
     return [f"knob {k.name!r} was tuned to its max ({k.max}): the best may lie above it; if "
             f"the pipeline can use more, raise the bound in the factory "
             f"(knobs.{k.kind}({k.name!r}, max=...)) and tune again{doubt}"

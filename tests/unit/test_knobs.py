@@ -130,6 +130,11 @@ def test_a_knob_at_its_max_in_a_process_held_to_one_core_is_named_with_the_gil_d
     assert len(held) == 1 and held[0].startswith(plain[0])
     assert "used about one core of 2" in held[0] and "the GIL, not the bound" in held[0]
     assert "GIL" not in plain[0]
+    # Both doubts at once: one parenthesis, a clause for each kind of call (trial 93 read two
+    # parentheses in a row as contradicting each other).
+    [both] = at_their_max(space, {"collate": 8}, contended=True, one_core=2)
+    assert ") (" not in both and both.startswith(plain[0] + " (if its calls compute")
+    assert "; if its calls run Python in threads" in both and both.endswith("in parallel)")
 
     def one_core(framework, cores, util):
         return cores_if_one_used(Measurement(config={}, cpu_util=util), cores, framework)
