@@ -279,6 +279,16 @@ def missing_pipeline(where: str) -> OptionsError:
                         "the dataset factory to tune")
 
 
+def malformed_reference(ref, where: str = "") -> PipelineError:
+    """The error of every surface given a pipeline reference not written as
+    ``module:function``; a dotted one (``pkg.mod.fn``) is answered with its colon form."""
+    module, _, attr = str(ref).strip().rpartition(".")
+    guess = (f" (did you mean '{module}:{attr}'?)"
+             if ":" not in str(ref) and module and attr.isidentifier() else "")
+    return PipelineError(f"{_at(where)}pipeline reference {ref!r} is malformed{guess}; write "
+                         f"it as {PIPELINE_FORM}")
+
+
 def _at(where: str) -> str:
     """The message prefix naming the surface ("" where the caller already names it)."""
     return f"{where}: " if where else ""
@@ -384,8 +394,7 @@ def _pipeline(name, value, text, where, meta):
     if not _REF.match(text):
         if not text or text.lower() in _BLANK:
             raise missing_pipeline(where)
-        raise PipelineError(f"{_at(where)}pipeline reference {value!r} is malformed; write it as "
-                            f"{PIPELINE_FORM}")
+        raise malformed_reference(value, where)
     return text
 
 

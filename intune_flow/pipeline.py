@@ -27,7 +27,7 @@ from .bounded import Hung, call_bounded, run_bounded
 from .errors import (FactoryError, KnobError, PipelineError, describe_error, did_you_mean,
                      near_misses)
 from .knobs import AUTOTUNE, Knobs, KnobSpace
-from .options import PIPELINE_FORM
+from .options import PIPELINE_FORM, malformed_reference
 
 log = logging.getLogger(__name__)
 _SAID_REJECTED: set = set()
@@ -37,10 +37,21 @@ result) finds them again, and says so at debug level (two threads discovering it
 may both say it at info)."""
 
 
+def _hint_for(exc: Exception) -> str:
+    """What a factory's well-known framework error asks of a factory, where the error's own
+    text does not say it in the factory's terms."""
+    if "prefetch_factor option could only be specified in multiprocessing" in str(exc):
+        # torch's DataLoader, at the knobs' defaults (1 worker: loading in this process).
+        return (" (a DataLoader takes prefetch_factor only with worker processes: ask the knob "
+                "on every build and pass it only then, prefetch_factor=pf if workers > 0 "
+                "else None)")
+    return ""
+
+
 def _import_ref(ref: str) -> Callable:
     module_name, sep, attr = ref.partition(":")
     if not sep or not module_name.strip() or not attr.strip() or ":" in attr:
-        raise PipelineError(f"pipeline reference {ref!r} is malformed; write it as {PIPELINE_FORM}")
+        raise malformed_reference(ref)
     module_name, attr = module_name.strip(), attr.strip()
     try:
         module = importlib.import_module(module_name)
@@ -212,6 +223,7 @@ class Pipeline:
             desc = self._knobs_described(limit)
             stages, _, hung = run_bounded(lambda: self._locate_stages(desc), limit)
             desc = replace(desc, stages={} if hung or stages is None else stages)
+            desc = replace(desc, warnings=desc.warnings + self._split_interleaves(desc))
             inert, _, hung = run_bounded(lambda: self._inert_knobs(desc), limit)
             if inert and not hung:
                 desc = replace(desc, warnings=desc.warnings + tuple(inert.values()),
@@ -239,14 +251,16 @@ class Pipeline:
             raise KnobError(f"{exc} (in pipeline factory {self.name})") from exc
         except Exception as exc:
             raise PipelineError(
-                f"pipeline factory {self.name} raised {type(exc).__name__}: {exc}. "
-                "Fix the factory or its arguments") from exc
+                f"pipeline factory {self.name} raised {type(exc).__name__}: "
+                f"{str(exc).rstrip('. ')}{_hint_for(exc)}. Fix the factory or its arguments"
+            ) from exc
         adapter = adapters.adapter_for(ds)
         if adapter is None:
             kind = f"{type(ds).__module__}.{type(ds).__qualname__}"
+            missing = " (a missing return?)" if ds is None else ""
             raise FactoryError(
-                f"pipeline factory {self.name} returned {kind}, which is not a dataset; "
-                f"return a {adapters.SUPPORTED}")
+                f"pipeline factory {self.name} returned {kind}{missing}, which is not a "
+                f"dataset; return a {adapters.SUPPORTED}")
         return ds, adapter
 
     def _discover(self) -> PipelineDescription:
@@ -336,6 +350,24 @@ class Pipeline:
             log.info("pipeline %s sets its own %s (%s); intune_flow adds no %s knob and leaves "
                      "the option as the factory sets it", self.name, option, by,
                      " or ".join(repr(n) for n in left_out) or "implicit")
+
+    def _split_interleaves(self, desc: PipelineDescription) -> tuple[str, ...]:
+        """A warning per tf.data interleave whose ``cycle_length`` and ``num_parallel_calls``
+        two knobs drive (README-only trial 93 declared them so, and was told nothing)."""
+        if desc.framework != "tf.data":
+            return ()
+        from .adapters.tfdata_stages import split_interleaves
+
+        out = []
+        for cycle, calls in split_interleaves(desc.stages):
+            msg = (f"knobs {cycle!r} and {calls!r} of pipeline {self.name} set one interleave's "
+                   f"cycle_length and num_parallel_calls: tf.data rejects num_parallel_calls "
+                   f"above cycle_length, so each config with {calls!r} above {cycle!r} fails "
+                   f"and costs the search a measurement; give both one knob (k = "
+                   f"knobs.parallelism({cycle!r}); cycle_length=k, num_parallel_calls=k)")
+            log.warning(msg)
+            out.append(msg)
+        return tuple(out)
 
     def _inert_knobs(self, desc: PipelineDescription) -> dict[str, str]:
         """Declared knobs that change nothing in the built dataset, each with its warning:

@@ -47,7 +47,8 @@ def test_test_dags_import_without_errors():
 @pytest.mark.parametrize("args, message", [
     ('pipeline="examples.criteo:criteo_pipeline", budget_s=-5', "budget_s must be a positive"),
     ('pipeline="examples.criteo:criteo_pipeline", budget_s=0', "budget_s must be a positive"),
-    ('pipeline="examples.criteo.criteo_pipeline"', "is malformed; write it as"),
+    ('pipeline="examples.criteo.criteo_pipeline"',
+     "is malformed (did you mean 'examples.criteo:criteo_pipeline'?); write it as"),
     ('pipeline="examples.criteo:criteo_pipeline", cache="s3://"', "names no bucket"),
     ('pipeline="examples.criteo:criteo_pipeline", cache="gopher://x/y"', "is not supported"),
     ('pipeline="examples.criteo:criteo_pipeline", method="psychic"',

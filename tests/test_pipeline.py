@@ -247,6 +247,16 @@ def test_malformed_reference(ref):
         Pipeline.load(ref)
 
 
+def test_a_dotted_reference_is_answered_with_its_colon_form():
+    # README-only trial 93 wrote "pipelines.block_pipeline".
+    with pytest.raises(PipelineError, match=r"malformed \(did you mean 'my\.pipes:fn'\?\); "
+                                            r"write it as \"package\.module:function\""):
+        Pipeline.load("my.pipes.fn")
+    with pytest.raises(PipelineError) as info:
+        Pipeline.load("nocolon")
+    assert "did you mean" not in str(info.value)
+
+
 def test_reference_that_does_not_import():
     with pytest.raises(PipelineError) as info:
         Pipeline.load("no_such_module_xyz.sub:factory")
@@ -306,6 +316,29 @@ def test_factory_returning_a_non_dataset():
     assert "torchdata.nodes" in str(info.value)
     with pytest.raises(PipelineError, match="must be callable"):
         Pipeline.load(42)
+    # A factory that builds its dataset and forgets to return it (README-only trial 93).
+    with pytest.raises(PipelineError, match=r"returned builtins.NoneType \(a missing return\?\), "
+                                            r"which is not a dataset"):
+        Pipeline.load(lambda knobs: None).space
+
+
+def _prefetch_without_workers(knobs):
+    import torch
+
+    workers = knobs.parallelism("workers", max=4) - 1
+    return torch.utils.data.DataLoader(range(64), batch_size=8, num_workers=workers,
+                                       prefetch_factor=knobs.buffer("prefetch"))
+
+
+def test_a_dataloader_given_prefetch_factor_without_workers_is_told_how_to_ask_it():
+    # torch's own message ends with a period, which the factory's error doubled, and says
+    # nothing of asking the knob on every build (README-only trial 93).
+    with pytest.raises(PipelineError) as info:
+        Pipeline.load(_prefetch_without_workers).space
+    msg = str(info.value)
+    assert ".." not in msg and "set prefetch_factor to None. Fix the factory" not in msg
+    assert "ask the knob on every build and pass it only then" in msg
+    assert msg.endswith("else None). Fix the factory or its arguments")
 
 
 def test_factory_that_yields_no_elements():
@@ -480,3 +513,23 @@ def test_a_knob_read_only_by_python_the_graph_calls_is_not_called_inert():
     assert len(inert) == 1 and "'unused'" in inert[0]
     assert p.signature({"fetch": 2}) == p.signature({"fetch": 2}) != p.signature({"fetch": 4})
     assert p.signature({"scale": 2}) != p.signature({"scale": 3})
+
+
+def _two_knobs_one_interleave(knobs, one=False):
+    cycle = knobs.parallelism("cycle", max=8)
+    calls = cycle if one else knobs.parallelism("calls", max=8)
+    ds = tf.data.Dataset.range(4).repeat().interleave(
+        lambda i: tf.data.Dataset.range(100).map(lambda x: x + i), cycle_length=cycle,
+        num_parallel_calls=calls)
+    return ds.map(lambda x: x * 2, num_parallel_calls=knobs.parallelism("map")).batch(8)
+
+
+def test_two_knobs_on_one_interleave_are_named_with_the_one_knob_fix():
+    # README-only trial 93 declared cycle_length and num_parallel_calls as two knobs, which
+    # the README advises against (tf.data rejects calls above the cycle), and heard nothing.
+    [warning] = [w for w in Pipeline(_two_knobs_one_interleave).describe().warnings
+                 if "one interleave" in w]
+    assert warning.startswith("knobs 'cycle' and 'calls' of pipeline ")
+    assert "cycle_length=k, num_parallel_calls=k" in warning
+    one = Pipeline(_two_knobs_one_interleave, {"one": True}).describe()
+    assert one.stages["cycle"] and not [w for w in one.warnings if "one interleave" in w]

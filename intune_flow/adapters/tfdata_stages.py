@@ -129,6 +129,18 @@ def records_rate(before: dict, after: dict, seconds: float) -> float | None:
     return max(0, after[feed].elements - before[feed].elements) / seconds
 
 
+def split_interleaves(stages: dict) -> list[tuple[str, str]]:
+    """``(cycle_length knob, num_parallel_calls knob)`` for each interleave whose two are
+    driven by two different knobs, from located ``stages`` (knob -> :class:`Located`)."""
+    at: dict = {}
+    for name, found in stages.items():
+        for where in found:
+            at.setdefault((where.pos, where.chain), {}).setdefault(where.param, []).append(name)
+    return [(cycle, calls) for params in at.values()
+            for cycle in params.get("cycle_length", ())
+            for calls in params.get("parallelism", ()) if calls != cycle]
+
+
 def tag_rounds(space: KnobSpace) -> list[list[Knob]]:
     """The parallelism knobs split into tagging rounds, each in declaration order: every knob
     of a round of n admits the values lo..lo+n, so each gets a distinct value in both builds."""
