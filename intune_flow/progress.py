@@ -33,6 +33,9 @@ def _tie_reason(tie: dict) -> str:
     if "chosen_pool_threads" in tie:
         return (f"fewer pool threads on a busy CPU ({tie['chosen_pool_threads']:g}, not "
                 f"{tie['instead_pool_threads']:g})")
+    if "chosen_workers" in tie:
+        return (f"fewer stage workers on a busy CPU ({tie['chosen_workers']:g} in all, not "
+                f"{tie['instead_workers']:g})")
     if "chosen_rss" in tie:
         return (f"at most two thirds of the memory ({tie['chosen_rss'] / 2**20:,.0f} MiB, "
                 f"not {tie['instead_rss'] / 2**20:,.0f} MiB)")

@@ -3,7 +3,7 @@ configs the noise cannot tell apart (:func:`confirm`)."""
 
 from __future__ import annotations
 
-from ..agent.allocations import BUSY_CPU, pool_at_cores, pool_threads
+from ..agent.allocations import BUSY_CPU, pool_at_cores, pool_threads, stage_calls
 from ..agent.walk import LOST, config_key
 from ..knobs import AUTOTUNE
 from ..measurement import Measurement
@@ -213,7 +213,11 @@ def _tie_rule(candidates: list, score, looks, tie: float, env=None):
     among those tied with as many knobs at AUTOTUNE, the best of any holding at most
     ``LEAN`` of its memory, else, when the choice kept the CPU busy in every look, the one
     whose thread pools hold the fewest threads, where that is fewer than the choice's
-    (``env``'s space and cores say which knobs are pools).
+    (``env``'s space and cores say which knobs are pools); in a space without a pool (torch:
+    each stage's workers are its own processes or threads), the one whose stages hold the
+    fewest workers, where no knob of the choice is at AUTOTUNE. On a busy CPU the extra
+    workers only take turns: README-only trial 93's DataLoader race returned 7 worker
+    processes on 2 cores over 5, their means 2.6% apart, and side by side they read the same.
     ``looks(c)`` is a candidate's measurements. Returns the choice and what it holds against
     the heavier config it was taken over (``{}`` when neither step chose)."""
     lead = max(candidates, key=score)
@@ -230,15 +234,23 @@ def _tie_rule(candidates: list, score, looks, tie: float, env=None):
     if env is None or min(m.cpu_util for m in looks(chosen)) < BUSY_CPU:
         return chosen, {}
 
-    def threads(c) -> float | None:
-        return pool_threads(env.space, looks(c)[0].config, env.cpu_budget)
+    pooled = pool_threads(env.space, looks(chosen)[0].config, env.cpu_budget) is not None
+    if not pooled and autotuned:
+        return chosen, {}       # calls at AUTOTUNE are not counted: no fair comparison
+
+    def threads(c) -> float:
+        config = looks(c)[0].config
+        if pooled:
+            return pool_threads(env.space, config, env.cpu_budget)
+        return float(stage_calls(env.space, config))
 
     held_threads = threads(chosen)
-    fewer = [c for c in alike if held_threads is not None and threads(c) < held_threads]
+    fewer = [c for c in alike if threads(c) < held_threads]
     if not fewer:
         return chosen, {}
     fewest = min(fewer, key=lambda c: (threads(c), -score(c)))
-    return fewest, {"chosen_pool_threads": threads(fewest), "instead_pool_threads": held_threads}
+    kind = "pool_threads" if pooled else "workers"
+    return fewest, {f"chosen_{kind}": threads(fewest), f"instead_{kind}": held_threads}
 
 
 def _below_autotune(config: dict, lead: list) -> bool:

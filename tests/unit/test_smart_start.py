@@ -324,6 +324,53 @@ def test_on_a_tie_the_race_keeps_the_config_that_holds_far_less_memory():
     assert extra["tie_broken"]["instead_rss"] == 8 << 30
 
 
+class _BusyWorkersEnv(ScriptedEnv):
+    """A scripted env whose configs keep the CPU busy (or, with ``busy=False``, idle), every
+    one holding the same memory: forked workers share their pages."""
+
+    def __init__(self, looks, busy=True):
+        super().__init__(looks)
+        self.busy = busy
+
+    def measure(self, config):
+        m = super().measure(config)
+        m.cpu_util = 0.9 if self.busy else 0.5
+        m.peak_rss = 350 << 20
+        return m
+
+
+def test_on_a_tie_on_a_busy_cpu_the_race_keeps_the_config_with_fewer_workers():
+    # README-only trial 93: a DataLoader race on 2 busy cores returned 7 worker processes over
+    # 5, their means 2.6% apart; side by side they read the same. No pool knob, no memory
+    # difference (forked workers): the workers themselves are what a tie goes by.
+    from intune_flow.progress import format_event
+    from intune_flow.search.race import confirm
+    from intune_flow.search.tracker import Tracker
+
+    def race(looks, tie, busy=True):
+        env = _BusyWorkersEnv(looks, busy)
+        tr = Tracker(env, "intune", budget_s=1e9, max_steps=5, progress=lambda ev: None)
+        tr.measure({"map": 1}, start=True)
+        for c in sorted(looks, reverse=True)[:-1]:
+            tr.measure({"map": c})
+        confirm(tr, 2, tie=tie)
+        return tr.best.config["map"], tr.outcome().extra
+
+    looks = {1: [10], 8: [100, 100], 6: [99, 97.5]}
+    chosen, extra = race(looks, tie=0.05)
+    assert chosen == 6 and extra["chosen_by"] == "race, tie rule"
+    assert extra["tie_broken"] == {"top_mean": 100, "chosen_mean": 97.5,
+                                   "chosen_workers": 6, "instead_workers": 8}
+    line = format_event({"event": "done", "method": "intune", "step": 4, "best": 97.5,
+                         "config": {"map": 6}, "chosen_by": extra["chosen_by"],
+                         "tie_broken": extra["tie_broken"]})
+    assert "tie rule: a config within the noise of the best (100/s) with fewer stage " \
+           "workers on a busy CPU (6 in all, not 8)" in line
+    # Not on an idle CPU (more workers may wait on I/O), nor beyond the tie.
+    assert race(looks, tie=0.05, busy=False)[0] == 8
+    assert race({1: [10], 8: [100, 100], 6: [99, 90]}, tie=0.05)[0] == 8
+
+
 def test_where_no_race_fits_the_tie_rule_reads_the_best_windows():
     from intune_flow.search.race import confirm
     from intune_flow.search.tracker import Tracker
