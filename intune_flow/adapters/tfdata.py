@@ -162,7 +162,8 @@ def build_signature(ds) -> bytes | None:
 def python_calls(graph) -> list[bytes] | None:
     """The Python functions a dataset's graph calls (its ``PyFunc`` and ``EagerPyFunc`` ops,
     looked up by token in TensorFlow's registry), each described by value, sorted; None when
-    one cannot be found or described (a lock, a large array): then nothing is compared.
+    one cannot be found or described (a re-entrant lock, an open file, a large array): then
+    nothing is compared.
 
     The graph names such a function only by a token numbered per process, so without this
     two builds whose generator or ``numpy_function`` captured different knob values (a
