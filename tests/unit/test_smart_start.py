@@ -292,19 +292,24 @@ class _WorkersEnv(ScriptedEnv):
         return m
 
 
-def test_on_a_tie_the_race_keeps_the_config_that_holds_far_less_memory():
-    # A DataLoader's spawned workers each import torch: 8 held 1.98 GB, 2 held 0.67 GB.
+def _race_from_the_largest(env, tie, steps=5):
+    """Measure the start (``map`` 1), then the other scripted configs from the largest down,
+    and race the best two: (the chosen ``map``, the outcome's notes)."""
     from intune_flow.search.race import confirm
     from intune_flow.search.tracker import Tracker
 
+    tr = Tracker(env, "intune", budget_s=1e9, max_steps=steps, progress=lambda ev: None)
+    tr.measure({"map": 1}, start=True)
+    for c in sorted(env.looks, reverse=True)[:-1]:
+        tr.measure({"map": c})
+    confirm(tr, 2, tie=tie)
+    return tr.best.config["map"], tr.outcome().extra
+
+
+def test_on_a_tie_the_race_keeps_the_config_that_holds_far_less_memory():
+    # A DataLoader's spawned workers each import torch: 8 held 1.98 GB, 2 held 0.67 GB.
     def race(looks, tie, steps=5):
-        env = _WorkersEnv(looks)
-        tr = Tracker(env, "intune", budget_s=1e9, max_steps=steps, progress=lambda ev: None)
-        tr.measure({"map": 1}, start=True)
-        for c in sorted(looks, reverse=True)[:-1]:
-            tr.measure({"map": c})
-        confirm(tr, 2, tie=tie)
-        return tr.best.config["map"], tr.outcome().extra
+        return _race_from_the_largest(_WorkersEnv(looks), tie, steps)
 
     # 8 workers lead 3 by 2% on their new looks: within a 5% tie, the 3 are kept.
     looks = {1: [10], 8: [100, 100], 3: [99, 98]}
@@ -344,17 +349,9 @@ def test_on_a_tie_on_a_busy_cpu_the_race_keeps_the_config_with_fewer_workers():
     # 5, their means 2.6% apart; side by side they read the same. No pool knob, no memory
     # difference (forked workers): the workers themselves are what a tie goes by.
     from intune_flow.progress import format_event
-    from intune_flow.search.race import confirm
-    from intune_flow.search.tracker import Tracker
 
     def race(looks, tie, busy=True):
-        env = _BusyWorkersEnv(looks, busy)
-        tr = Tracker(env, "intune", budget_s=1e9, max_steps=5, progress=lambda ev: None)
-        tr.measure({"map": 1}, start=True)
-        for c in sorted(looks, reverse=True)[:-1]:
-            tr.measure({"map": c})
-        confirm(tr, 2, tie=tie)
-        return tr.best.config["map"], tr.outcome().extra
+        return _race_from_the_largest(_BusyWorkersEnv(looks, busy), tie)
 
     looks = {1: [10], 8: [100, 100], 6: [99, 97.5]}
     chosen, extra = race(looks, tie=0.05)
