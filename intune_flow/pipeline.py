@@ -228,6 +228,9 @@ class Pipeline:
             if inert and not hung:
                 desc = replace(desc, warnings=desc.warnings + tuple(inert.values()),
                                inert=tuple(inert))
+            python, _, hung = run_bounded(lambda: self._python_only_knobs(desc), limit)
+            if python and not hung:
+                desc = replace(desc, space=desc.space.without_autotune(python))
             self._description = desc
         return self._description
 
@@ -368,6 +371,36 @@ class Pipeline:
             log.warning(msg)
             out.append(msg)
         return tuple(out)
+
+    def _python_only_knobs(self, desc: PipelineDescription) -> list[str]:
+        """tf.data knobs read only by Python code the graph calls (a generator's thread pool, a
+        ``numpy_function``'s closure): built at their minimum and maximum, the graphs and
+        options are the same and the Python functions differ. tf.data's AUTOTUNE cannot size
+        them (a factory would pass -1 to, say, ``ThreadPoolExecutor``: README-only trial 94),
+        so they take no AUTOTUNE: the AUTOTUNE baseline keeps them at their defaults and the
+        search at set values."""
+        if desc.framework != "tf.data":
+            return []
+        from .adapters.tfdata import graph_signature
+
+        out = []
+        for knob in desc.space:
+            if (knob.name in desc.implicit or knob.name in desc.inert or not knob.autotune
+                    or knob.min == knob.max or desc.stages.get(knob.name)):
+                continue
+            try:
+                low, high = (self._build(desc, {knob.name: v}) for v in (knob.min, knob.max))
+                graphs = graph_signature(low), graph_signature(high)
+                if graphs[0] is not None and graphs[0] == graphs[1] and \
+                        desc.adapter.build_signature(low) != desc.adapter.build_signature(high):
+                    out.append(knob.name)
+            except Exception:  # noqa: BLE001 - a failing build is reported by the search
+                continue
+        if out:
+            log.info("pipeline %s: knob(s) %s reach only Python code the dataset calls, which "
+                     "tf.data's AUTOTUNE cannot size: they take no AUTOTUNE (the AUTOTUNE "
+                     "baseline keeps them at their defaults)", self.name, out)
+        return out
 
     def _inert_knobs(self, desc: PipelineDescription) -> dict[str, str]:
         """Declared knobs that change nothing in the built dataset, each with its warning:

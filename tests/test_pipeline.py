@@ -513,6 +513,13 @@ def test_a_knob_read_only_by_python_the_graph_calls_is_not_called_inert():
     assert len(inert) == 1 and "'unused'" in inert[0]
     assert p.signature({"fetch": 2}) == p.signature({"fetch": 2}) != p.signature({"fetch": 4})
     assert p.signature({"scale": 2}) != p.signature({"scale": 3})
+    # AUTOTUNE cannot size what only Python reads: ThreadPoolExecutor(-1) raised in README-only
+    # trial 94's all-AUTOTUNE probe. The AUTOTUNE baseline keeps such knobs at their defaults.
+    space = p.describe().space
+    assert [k.name for k in space if not k.autotune] == ["fetch", "scale"]
+    assert space.autotune() == {"fetch": 1, "scale": 1, "unused": AUTOTUNE, "map": AUTOTUNE,
+                                "threadpool": AUTOTUNE}
+    assert len(p.first_element(space.autotune())) == 8
 
 
 def _two_knobs_one_interleave(knobs, one=False):

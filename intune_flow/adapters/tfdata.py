@@ -136,6 +136,16 @@ def build_signature(ds) -> bytes | None:
     and py_function names made build-independent), its options, and the Python functions
     the graph calls (``from_generator``, ``numpy_function``, ``py_function``) by value, the
     values their closures captured included (:func:`python_calls`); None if unreadable."""
+    return _signature(ds, python=True)
+
+
+def graph_signature(ds) -> bytes | None:
+    """:func:`build_signature` without the Python functions: two builds that differ only in
+    what their Python functions captured have the same one."""
+    return _signature(ds, python=False)
+
+
+def _signature(ds, python: bool) -> bytes | None:
     try:
         import tensorflow as tf
 
@@ -144,8 +154,8 @@ def build_signature(ds) -> bytes | None:
         # Text, not bytes: map entries come sorted, and numbered names can be made
         # build-independent without length prefixes telling them apart.
         graph = tf.compat.v1.GraphDef.FromString(raw)
-        python = python_calls(graph)
-        if python is None:
+        calls = python_calls(graph) if python else []
+        if calls is None:
             return None
         for node in [*graph.node, *(n for f in graph.library.function for n in f.node_def)]:
             if "metadata" in node.attr:     # a dataset's name, numbered per process
@@ -156,7 +166,7 @@ def build_signature(ds) -> bytes | None:
         options = ds.options()._to_proto().SerializeToString(deterministic=True)
     except Exception:  # noqa: BLE001 - no signature: nothing is compared
         return None
-    return b"\n".join([_UNIQUE.sub(b"_N", str(graph).encode()), *functions, options, *python])
+    return b"\n".join([_UNIQUE.sub(b"_N", str(graph).encode()), *functions, options, *calls])
 
 
 def python_calls(graph) -> list[bytes] | None:
